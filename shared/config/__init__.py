@@ -1,0 +1,33 @@
+"""Experiment configs: the base schema, loading "file.py:variant" with overrides, validation, saving.
+
+Importing this package does not import jax (the launcher loads the config before jax starts).
+"""
+from __future__ import annotations
+
+import os
+
+import ml_collections
+
+from shared.config.base import base_config
+from shared.config.loader import ConfigError, load_config
+from shared.config.validate import register_validator, validate
+
+
+def config_to_json(config: ml_collections.ConfigDict) -> str:
+    """The config as JSON, keys sorted, indent 2 (tuples become lists)."""
+    return config.to_json(sort_keys=True, indent=2)
+
+
+def write_config(config: ml_collections.ConfigDict, workdir: str) -> str:
+    """Writes <workdir>/config.json (creating workdir; gs:// works through etils.epath); returns its path."""
+    from etils import epath  # orbax's path library: local folders and cloud buckets alike
+
+    folder = epath.Path(workdir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config.json"
+    path.write_text(config_to_json(config) + "\n")
+    return os.fspath(path)
+
+
+__all__ = ["ConfigError", "base_config", "config_to_json", "load_config", "register_validator", "validate",
+           "write_config"]

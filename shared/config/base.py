@@ -1,0 +1,104 @@
+"""The base experiment config. Every experiment starts from `base_config()` and changes fields.
+
+Keys here are the whole schema: an override of a key that does not exist is an error
+(`--config.optim.lrr=1` fails, naming the key).
+"""
+from __future__ import annotations
+
+import ml_collections
+
+
+def model_config() -> ml_collections.ConfigDict:
+    m = ml_collections.ConfigDict()
+    m.family = "llama"            # llama | qwen2 | qwen3: informs HF conversion; switches below decide the math
+    m.vocab_size = 32000
+    m.d_model = 256
+    m.n_layers = 4
+    m.n_heads = 4
+    m.n_kv_heads = 4              # < n_heads: grouped-query attention
+    m.head_dim = 64
+    m.d_ff = 1024
+    m.mlp = "swiglu"              # swiglu | gelu
+    m.norm = "rmsnorm"            # NORMS registry
+    m.norm_eps = 1e-6
+    m.block = "prenorm"           # BLOCKS registry
+    m.rope_theta = 10000.0
+    m.rope_scaling = ml_collections.ConfigDict({"type": "none", "factor": 1.0,
+                                                "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                "original_max_position": 8192})
+    m.qkv_bias = False            # Qwen2
+    m.qk_norm = False             # Qwen3
+    m.tie_embeddings = True
+    m.sliding_window = 0          # 0 = full attention
+    m.causal = True               # False: bidirectional (masked diffusion)
+    m.attention = "auto"          # auto (from the mesh preset) | xla | cudnn | splash
+    m.remat = "full"              # none | full | dots (save matmul outputs)
+    m.dtype = "bfloat16"          # compute dtype
+    m.param_dtype = "float32"     # master weights
+    m.heads = ["lm"]              # HEADS registry; the first head gives the training loss's logits
+    m.init_std = 0.02
+    m.max_seq_len = 2048
+    m.block_options = ml_collections.ConfigDict()  # free-form, read by project blocks
+    return m
+
+
+def base_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.project = ""                # imports projects.<project> so its registrations run; "" = shared only
+    c.task = "pretrain"           # TASKS registry
+    c.seed = 0
+    # tpu_configs preset (see tpu_configs/presets.py); "auto" = all local devices on fsdp, attention by platform.
+    # data/fsdp/tensor: 0 = the preset's size, -1 = fill with the remaining devices, n = this size.
+    c.mesh = ml_collections.ConfigDict({"preset": "auto", "data": 0, "fsdp": 0, "tensor": 0})
+    c.model = model_config()
+
+    c.data = ml_collections.ConfigDict()
+    c.data.source = "stdlib"      # DATASETS registry: stdlib | text | jsonl | ...
+    c.data.path = ""              # file, folder or glob for text/jsonl sources
+    c.data.text_field = "text"
+    c.data.val_path = ""          # optional separate validation source; else a split of `path`
+    c.data.val_fraction = 0.05
+    c.data.tokenizer = "byte"     # TOKENIZERS registry: byte | sentencepiece | hf
+    c.data.tokenizer_path = ""    # existing .model / tokenizer.json; sentencepiece trains one into the workdir if empty
+    c.data.seq_len = 256
+    c.data.shuffle_buffer = 0     # 0 = global index shuffle (grain MapDataset)
+    c.data.num_workers = 0
+    c.data.max_docs = 0           # 0 = all; caps documents read (smoke tests)
+
+    c.optim = ml_collections.ConfigDict()
+    c.optim.name = "adamw"        # OPTIMIZERS registry
+    c.optim.lr = 3e-4
+    c.optim.schedule = "cosine"   # SCHEDULES registry
+    c.optim.warmup_steps = 100
+    c.optim.decay_steps = 0       # 0 = train.steps
+    c.optim.min_lr_ratio = 0.1
+    c.optim.wsd_decay_fraction = 0.2
+    c.optim.b1 = 0.9
+    c.optim.b2 = 0.95
+    c.optim.eps = 1e-8
+    c.optim.weight_decay = 0.1
+    c.optim.weight_decay_mask = "matrices"  # matrices (ndim >= 2, no embeddings' norms/biases) | all | none
+    c.optim.grad_clip = 1.0       # global norm; 0 = off
+    c.optim.param_groups = ml_collections.ConfigDict()  # {"regex": lr_multiplier}, e.g. {"embed": 0.5}
+
+    c.train = ml_collections.ConfigDict()
+    c.train.steps = 1000
+    c.train.batch_size = 32       # global sequences per optimizer step
+    c.train.micro_batches = 1     # gradient accumulation: batch_size / micro_batches per forward
+    c.train.loss = "lm_xent"      # LOSSES registry
+    c.train.z_loss = 0.0
+    c.train.log_every = 10
+    c.train.eval_every = 200
+    c.train.eval_batches = 8
+    c.train.checkpoint_every = 200
+    c.train.keep_checkpoints = 3
+    c.train.async_checkpoint = True
+    c.train.nan_policy = "stop"   # stop | skip
+    c.train.progress = True       # console progress bar
+    c.train.sample_at_end = ""    # prompt to sample a completion from when training ends ("" = none)
+    c.train.sample_tokens = 64
+    c.train.hooks = []            # HOOKS registry names, called on_step / on_eval / on_save
+    c.train.diverge_loss = 0.0    # > 0: a finite train loss above this also counts as divergence (sweeps)
+    c.train.kill_at_step = 0      # testing aid: SIGKILL this process right after this step; 0 = off
+    c.train.inject_nan_step = -1  # testing aid: make the loss NaN at this step; -1 = off
+    return c

@@ -1,0 +1,217 @@
+"""The one entry point: load a config, prepare the hardware, import registrations, validate, run the task.
+
+    python -m shared.launch --config=experiments/<p>/<x>.py[:variant] --workdir=DIR [--mesh=PRESET]
+                            [--config.a.b=value ...] [--distributed]
+    python -m shared.launch --list
+
+Order matters: the preset's XLA flags and environment must be in place before jax starts, and every
+project registration must have run before names are validated. Bad input (missing file, unknown key or
+name, sizes that do not divide) prints one line on stderr and exits with code 2.
+
+`--config` and `--config.a.b=v` are parsed here and handed to shared.config.load_config, instead of
+ml_collections' DEFINE_config_file: one code path for the command line and for Python callers (sweeps,
+tests), and our one-line errors for unknown keys and wrong types instead of absl's.
+
+`config.project` names a package under projects/ ("clipo" imports projects.clipo). A name with a dot is
+imported as a full module path ("mylab.myproject"), for projects kept outside this repo and for test fixtures.
+
+Multi-host: jax.distributed.initialize() runs when --distributed is given, JAX_COORDINATOR_ADDRESS is set
+(with JAX_NUM_PROCESSES and JAX_PROCESS_ID when jax cannot detect them), or the preset spans several hosts
+(TPU pod slices detect the rest themselves).
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+import os
+import pkgutil
+import sys
+from typing import Any, Sequence
+
+from absl import flags
+
+from shared.config import ConfigError, load_config, validate, write_config
+from shared.registry import UnknownNameError
+
+USAGE = ("usage: python -m shared.launch --config=FILE.py[:VARIANT] --workdir=DIR [--mesh=PRESET] "
+         "[--config.KEY=VALUE ...] [--distributed]\n"
+         "       python -m shared.launch --list")
+
+
+def _flag_values() -> flags.FlagValues:
+    # A private FlagValues, not absl's global one: main() can run more than once in a process (tests, sweeps).
+    fv = flags.FlagValues()
+    flags.DEFINE_string("config", None, "experiment file, optionally with a variant: experiments/p/x.py:smoke",
+                        flag_values=fv)
+    flags.DEFINE_string("workdir", None, "run directory: config.json, checkpoints, metrics", flag_values=fv)
+    flags.DEFINE_string("mesh", None, "mesh preset from tpu_configs/presets.py (sets config.mesh.preset)",
+                        flag_values=fv)
+    flags.DEFINE_bool("list", False, "print every registry and its names, then exit", flag_values=fv)
+    flags.DEFINE_bool("distributed", False, "call jax.distributed.initialize() (multi-host)", flag_values=fv)
+    return fv
+
+
+def split_config_overrides(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Separates "--config.a.b=v" arguments (returned as "a.b=v") from the rest of argv."""
+    rest, overrides = [], []
+    for arg in argv:
+        if arg.startswith("--config."):
+            if "=" not in arg:
+                raise ConfigError(f"{arg}: write config overrides as {arg}=VALUE")
+            overrides.append(arg[len("--config."):])
+        else:
+            rest.append(arg)
+    return rest, overrides
+
+
+def parse_args(argv: Sequence[str]) -> tuple[flags.FlagValues, list[str]]:
+    rest, overrides = split_config_overrides(argv)
+    fv = _flag_values()
+    try:
+        positional = fv(["shared.launch", *rest])[1:]
+    except flags.Error as e:
+        raise ConfigError(" ".join(str(e).split())) from None
+    if positional:
+        raise ConfigError(f"unexpected argument(s): {' '.join(positional)}")
+    return fv, overrides
+
+
+# ----------------------------------------------------------------------------- environment
+
+
+def prepare_environment(preset: dict[str, Any], environ=os.environ) -> None:
+    """Applies a preset's environment and XLA flags; must run before jax initialises its backends.
+
+    Values already in the environment win: a user's explicit setting is never overridden.
+    """
+    from tpu_configs.presets import merge_xla_flags
+
+    for name, value in preset.get("env", {}).items():
+        if name not in environ:
+            environ[name] = value
+            if name == "JAX_PLATFORMS" and "jax" in sys.modules:  # jax read the variable on import
+                sys.modules["jax"].config.update("jax_platforms", value)
+    if preset.get("xla_flags"):
+        environ["XLA_FLAGS"] = merge_xla_flags(environ.get("XLA_FLAGS", ""), preset["xla_flags"])
+
+
+def wants_distributed(preset: dict[str, Any], flag: bool, environ=os.environ) -> bool:
+    return flag or bool(environ.get("JAX_COORDINATOR_ADDRESS")) or (preset.get("hosts") or 1) > 1
+
+
+def initialize_distributed(environ=os.environ) -> None:
+    import jax
+
+    kwargs = {}
+    if environ.get("JAX_NUM_PROCESSES"):
+        kwargs["num_processes"] = int(environ["JAX_NUM_PROCESSES"])
+    if environ.get("JAX_PROCESS_ID"):
+        kwargs["process_id"] = int(environ["JAX_PROCESS_ID"])
+    jax.distributed.initialize(**kwargs)  # coordinator from JAX_COORDINATOR_ADDRESS or cluster detection
+
+
+# ----------------------------------------------------------------------------- projects
+
+
+def known_projects() -> list[str]:
+    import projects
+
+    return sorted(m.name for m in pkgutil.iter_modules(projects.__path__) if m.ispkg)
+
+
+def import_project(name: str):
+    """Imports projects.<name> (or the module path `name` if it has a dot) so its registrations run."""
+    if not name:
+        return None
+    module_name = name if "." in name else f"projects.{name}"
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        missing = e.name or ""
+        if module_name != missing and not module_name.startswith(missing + "."):
+            raise  # the project exists but something it imports does not: a real bug, keep the traceback
+        names = known_projects()
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"project: no module {module_name!r}.{hint} Packages in projects/: "
+                          f"{', '.join(names) or '(none)'}") from None
+
+
+def list_registries(out=sys.stdout) -> int:
+    """Prints every registry with its names, after importing the built-ins and every project."""
+    import shared.builtin  # noqa: F401
+    from shared.registry import ALL_REGISTRIES
+    from tpu_configs.presets import PRESETS
+
+    status = 0
+    for project in known_projects():
+        try:
+            import_project(project)
+        except Exception as e:  # one broken project should not hide the others' names
+            print(f"error: projects.{project} failed to import: {' '.join(str(e).split())}", file=sys.stderr)
+            status = 1
+    for kind, reg in ALL_REGISTRIES.items():
+        names = reg.names()
+        print(f"{kind} ({len(names)}): {', '.join(names) or '-'}", file=out)
+    print(f"mesh preset ({len(PRESETS)}): {', '.join(sorted(PRESETS))}", file=out)
+    return status
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str | None = None,
+        distributed: bool = False) -> dict | None:
+    """The launch sequence; returns the task's final metrics. Bad input raises ConfigError."""
+    from tpu_configs.presets import get_preset
+
+    config = load_config(config_spec, overrides)
+    if mesh:
+        config.mesh.preset = mesh
+    try:
+        preset = get_preset(config.mesh.preset)
+    except UnknownNameError as e:
+        raise ConfigError(f"{'--mesh' if mesh else 'mesh.preset'}: {e}") from None
+    prepare_environment(preset)
+    if wants_distributed(preset, distributed):
+        initialize_distributed()
+
+    import jax
+
+    import shared.builtin  # noqa: F401  registers every built-in
+    from shared.registry import TASKS
+
+    import_project(config.project)
+    validate(config, jax.device_count(), jax.process_count(), platform=jax.default_backend())
+    if jax.process_index() == 0:
+        write_config(config, workdir)
+    return TASKS.get(config.task)(config, workdir)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry; argv excludes the program name. Returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not flags.FLAGS.is_parsed():  # absl logging in tasks expects parsed global flags; we use our own
+        flags.FLAGS.mark_as_parsed()
+    if any(arg in ("-h", "--help", "-help") for arg in argv):
+        print(USAGE)
+        print("  --config.KEY=VALUE: override a config key; VALUE is parsed by the key's current type")
+        print(_flag_values().get_help())
+        return 0
+    try:
+        fv, overrides = parse_args(argv)
+        if fv.list:
+            return list_registries()
+        if not fv.config or not fv.workdir:
+            raise ConfigError(f"--config and --workdir are required ({USAGE.splitlines()[0][len('usage: '):]})")
+        metrics = run(fv.config, fv.workdir, overrides, mesh=fv.mesh, distributed=fv.distributed)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if metrics:
+        print("final metrics: " + json.dumps(metrics, sort_keys=True, default=str))
+    return 0
+
+
+__all__ = ["import_project", "list_registries", "main", "prepare_environment", "run"]

@@ -1,0 +1,171 @@
+"""MetricsWriter: one JSON line per logged step in `<workdir>/metrics.jsonl`, plus TensorBoard scalars in `tb/`.
+
+Only process 0 should write: other processes pass `enabled=False` and every method is a no-op.
+On resume, call `truncate_after(first_step_to_log)` before writing, so the file (and TensorBoard, through
+its purge step) ends up as an uninterrupted run's would.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import numbers
+import os
+import time
+from typing import Any, Mapping
+
+_log = logging.getLogger(__name__)
+_warned_no_tensorboard = False
+_tb_writers_opened = 0
+
+METRICS_FILE = "metrics.jsonl"
+TB_DIR = "tb"
+
+
+def _to_python(value: Any) -> Any:
+    """Scalars (numpy / jax / python) become python floats or ints; anything else is kept as is."""
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if hasattr(value, "item") and getattr(value, "size", None) == 1:  # 0-d / 1-element arrays
+        return _to_python(value.item())
+    return value
+
+
+def _json_number(value: Any) -> Any:
+    # JSON has no NaN/inf; write them as strings so every line stays parseable by strict readers.
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+class MetricsWriter:
+    def __init__(self, workdir: str, enabled: bool = True):
+        self.workdir = workdir
+        self.enabled = enabled
+        self.path = os.path.join(workdir, METRICS_FILE)
+        self._file = None
+        self._tb = None
+        self._tb_purge_step: int | None = None
+        if enabled:
+            os.makedirs(workdir, exist_ok=True)
+
+    # -- TensorBoard --------------------------------------------------------------------------------------
+    def _tensorboard(self):
+        """The tensorboardX writer, created on first use; None (after one warning) if tensorboardX is missing."""
+        global _warned_no_tensorboard
+        if self._tb is None:
+            try:
+                from tensorboardX import SummaryWriter
+            except ImportError:
+                if not _warned_no_tensorboard:
+                    _log.warning("tensorboardX is not installed: metrics go to %s only", METRICS_FILE)
+                    _warned_no_tensorboard = True
+                self._tb = False
+                return None
+            # purge_step makes TensorBoard discard events at steps >= it left by an interrupted run. The suffix
+            # keeps a second writer within the same second from overwriting the first one's file.
+            global _tb_writers_opened
+            _tb_writers_opened += 1
+            self._tb = SummaryWriter(os.path.join(self.workdir, TB_DIR), purge_step=self._tb_purge_step,
+                                     filename_suffix=f".{os.getpid()}.{_tb_writers_opened}")
+        return self._tb or None
+
+    # -- public API ---------------------------------------------------------------------------------------
+    def write(self, step: int, metrics: Mapping[str, Any]) -> None:
+        if not self.enabled:
+            return
+        step = int(step)
+        values = {str(k): _to_python(v) for k, v in metrics.items()}
+        for reserved in ("step", "time"):
+            if reserved in values:
+                raise ValueError(f"metric name {reserved!r} is reserved in {METRICS_FILE}")
+        record = {"step": step, "time": time.time(), **{k: _json_number(v) for k, v in values.items()}}
+        if self._file is None:
+            self._file = open(self.path, "a", encoding="utf-8")
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()  # a killed run keeps every line it logged
+        tb = self._tensorboard()
+        if tb is not None:
+            for name, value in values.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    tb.add_scalar(name, value, global_step=step)
+
+    def truncate_after(self, step: int) -> int:
+        """Drops lines with step >= `step` (from an interrupted run); returns how many were dropped."""
+        if not self.enabled:
+            return 0
+        step = int(step)
+        self._close_file()
+        if self._tb:  # reopen TensorBoard with the purge step
+            self._tb.close()
+        self._tb = None
+        self._tb_purge_step = step
+        if not os.path.exists(self.path):
+            return 0
+        with open(self.path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        kept, total = [], 0
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            total += 1
+            try:
+                line_step = int(json.loads(line)["step"])
+            except (ValueError, KeyError, TypeError) as e:
+                if number == len(lines):  # a line cut short when the run was killed
+                    _log.warning("%s:%d: dropping a partial last line", self.path, number)
+                    continue
+                raise ValueError(f"{self.path}:{number}: not a metrics line with a 'step' ({e})") from None
+            if line_step < step:
+                kept.append(line)
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in kept))
+        os.replace(tmp, self.path)  # atomic: a kill during truncation leaves the old or the new file
+        return total - len(kept)
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+        if self._tb:
+            self._tb.flush()
+
+    def close(self) -> None:
+        self._close_file()
+        if self._tb:
+            self._tb.close()
+        self._tb = None
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> "MetricsWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_metrics(path: str) -> list[dict]:
+    """Reads a metrics.jsonl file (a workdir or the file itself), skipping a partial last line."""
+    if os.path.isdir(path):
+        path = os.path.join(path, METRICS_FILE)
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            if number == len(lines):
+                continue
+            raise ValueError(f"{path}:{number}: not valid JSON") from None
+    return records

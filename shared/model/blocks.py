@@ -1,0 +1,64 @@
+"""BLOCKS registry: the structure of one transformer layer. Projects register their own.
+
+A block class is built as `cls(cfg, rngs=rngs)` (cfg = config.model) and called as
+`block(h, ctx, cache) -> (h, new_cache)`. `h` is the scan carry: the residual stream for the built-ins, any
+pytree for blocks with several streams. Class hooks let such blocks map the embedding into their carry and
+back out:
+  enter(x, cfg) -> h     before the first layer (default: identity)
+  exit(h, cfg) -> x      after the last layer, before the final norm (default: identity)
+  final_norm: bool       whether the decoder applies its final norm after `exit`
+"""
+from __future__ import annotations
+
+from flax import nnx
+
+from shared import sharding as sh
+from shared.model.layers import MLP, Attention, make_norm
+from shared.registry import BLOCKS
+
+RESIDUAL = (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_EMBED)
+
+
+class Block(nnx.Module):
+    final_norm = True
+
+    @staticmethod
+    def enter(x, cfg):
+        return x
+
+    @staticmethod
+    def exit(h, cfg):
+        return h
+
+
+@BLOCKS.register("prenorm")
+class PreNormBlock(Block):
+    """h = x + Attn(Norm(x)); out = h + MLP(Norm(h)). Llama/Qwen layout."""
+
+    def __init__(self, cfg, *, rngs: nnx.Rngs):
+        self.attn_norm = make_norm(cfg, rngs=rngs)
+        self.attn = Attention(cfg, rngs=rngs)
+        self.mlp_norm = make_norm(cfg, rngs=rngs)
+        self.mlp = MLP(cfg, rngs=rngs)
+
+    def __call__(self, x, ctx, cache=None):
+        a, cache = self.attn(self.attn_norm(x), ctx, cache)
+        h = sh.constrain(x + a, RESIDUAL)
+        return sh.constrain(h + self.mlp(self.mlp_norm(h)), RESIDUAL), cache
+
+
+@BLOCKS.register("postnorm")
+class PostNormBlock(Block):
+    """h = Norm(x + Attn(x)); out = Norm(h + MLP(h)). The original Transformer layout; no final norm."""
+    final_norm = False
+
+    def __init__(self, cfg, *, rngs: nnx.Rngs):
+        self.attn = Attention(cfg, rngs=rngs)
+        self.attn_norm = make_norm(cfg, rngs=rngs)
+        self.mlp = MLP(cfg, rngs=rngs)
+        self.mlp_norm = make_norm(cfg, rngs=rngs)
+
+    def __call__(self, x, ctx, cache=None):
+        a, cache = self.attn(x, ctx, cache)
+        h = sh.constrain(self.attn_norm(x + a), RESIDUAL)
+        return sh.constrain(self.mlp_norm(h + self.mlp(h)), RESIDUAL), cache

@@ -1,0 +1,259 @@
+"""Transformer building blocks: norms, RoPE, attention (GQA, qk-norm, sliding window, KV cache), MLPs.
+
+Parameters are float32 (`param_dtype`) and cast to the compute dtype at use. Every parameter carries its
+logical axes (`axes=` metadata) so `shared.sharding` can place it; activations are constrained by name.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from shared import sharding as sh
+from shared.registry import NORMS
+
+
+def dtype_of(name: str):
+    return jnp.dtype(name)
+
+
+def param(rngs: nnx.Rngs, shape, axes, *, std: float | None = None, init: str = "normal", dtype="float32"):
+    if init == "normal":
+        value = std * jax.random.normal(rngs.params(), shape, dtype=dtype_of(dtype))
+    elif init == "ones":
+        value = jnp.ones(shape, dtype_of(dtype))
+    elif init == "zeros":
+        value = jnp.zeros(shape, dtype_of(dtype))
+    else:
+        raise ValueError(f"unknown init {init!r}")
+    return nnx.Param(value, axes=tuple(axes))
+
+
+# ---------------------------------------------------------------- norms
+
+
+@NORMS.register("rmsnorm")
+class RMSNorm(nnx.Module):
+    """y = x / sqrt(mean(x^2) + eps) * scale, computed in float32 (as HF Llama/Qwen do)."""
+
+    def __init__(self, dim: int, *, eps: float = 1e-6, rngs: nnx.Rngs, param_dtype="float32", axes=(sh.NORM,)):
+        self.eps = eps
+        self.scale = param(rngs, (dim,), axes, init="ones", dtype=param_dtype)
+
+    def __call__(self, x):
+        dtype = x.dtype
+        x = x.astype(jnp.float32)
+        x = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + self.eps)
+        return (x * self.scale[...].astype(jnp.float32)).astype(dtype)
+
+
+@NORMS.register("layernorm")
+class LayerNorm(nnx.Module):
+    def __init__(self, dim: int, *, eps: float = 1e-6, rngs: nnx.Rngs, param_dtype="float32", axes=(sh.NORM,)):
+        self.eps = eps
+        self.scale = param(rngs, (dim,), axes, init="ones", dtype=param_dtype)
+        self.bias = param(rngs, (dim,), axes, init="zeros", dtype=param_dtype)
+
+    def __call__(self, x):
+        dtype = x.dtype
+        x = x.astype(jnp.float32)
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+        y = (x - mean) * jax.lax.rsqrt(var + self.eps)
+        return (y * self.scale[...] + self.bias[...]).astype(dtype)
+
+
+def make_norm(cfg, dim: int | None = None, *, rngs: nnx.Rngs, axes=(sh.NORM,)):
+    return NORMS.get(cfg.norm)(dim or cfg.d_model, eps=cfg.norm_eps, rngs=rngs, param_dtype=cfg.param_dtype,
+                               axes=axes)
+
+
+# ---------------------------------------------------------------- RoPE
+
+
+def rope_inv_freq(cfg) -> jnp.ndarray:
+    """Inverse frequencies, with optional 'linear' or 'llama3' scaling (HF's definitions)."""
+    dim = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (jnp.arange(0, dim, 2, dtype=jnp.float32) / dim))
+    scaling = cfg.rope_scaling
+    kind = scaling.type if scaling is not None else "none"
+    if kind in ("none", "default", ""):
+        return inv
+    if kind == "linear":
+        return inv / scaling.factor
+    if kind == "llama3":
+        low_wavelen = scaling.original_max_position / scaling.low_freq_factor
+        high_wavelen = scaling.original_max_position / scaling.high_freq_factor
+        wavelen = 2 * math.pi / inv
+        smooth = (scaling.original_max_position / wavelen - scaling.low_freq_factor) / (
+            scaling.high_freq_factor - scaling.low_freq_factor)
+        scaled = jnp.where(wavelen > low_wavelen, inv / scaling.factor, inv)
+        mid = (1 - smooth) * inv / scaling.factor + smooth * inv
+        is_mid = (wavelen <= low_wavelen) & (wavelen >= high_wavelen)
+        return jnp.where(is_mid, mid, scaled)
+    raise ValueError(f"model.rope_scaling.type: unknown {kind!r} (none | linear | llama3)")
+
+
+def apply_rope(x, positions, inv_freq):
+    """x [B,T,H,D]; positions [B,T]. Rotate-half layout, as in HF Llama/Qwen."""
+    angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [B,T,D/2]
+    cos = jnp.cos(angles)[:, :, None, :]
+    sin = jnp.sin(angles)[:, :, None, :]
+    x32 = x.astype(jnp.float32)
+    x1, x2 = jnp.split(x32, 2, axis=-1)
+    cos = jnp.concatenate([cos, cos], -1)
+    sin = jnp.concatenate([sin, sin], -1)
+    rotated = jnp.concatenate([-x2, x1], axis=-1)
+    return (x32 * cos + rotated * sin).astype(x.dtype)
+
+
+# ---------------------------------------------------------------- attention
+
+
+@dataclasses.dataclass
+class AttentionContext:
+    """What every attention layer of one forward pass needs besides its input."""
+    positions: jax.Array                 # [B,T] RoPE positions
+    segment_ids: jax.Array | None = None  # [B,T] packed documents (0 = padding); None = one document per row
+    cache_index: jax.Array | None = None  # scalar: where this chunk's keys go in the KV cache (decode mode)
+    kv_valid: jax.Array | None = None     # [B,S] bool: cache slots that may be attended (e.g. not left padding)
+    implementation: str = "xla"
+
+
+def _mask(ctx: AttentionContext, cfg, q_len: int, k_len: int):
+    """Boolean [B or 1, 1, T, S] mask for the XLA path."""
+    if ctx.cache_index is None:
+        q_idx = jnp.arange(q_len)[:, None]
+        k_idx = jnp.arange(k_len)[None, :]
+    else:
+        q_idx = ctx.cache_index + jnp.arange(q_len)[:, None]
+        k_idx = jnp.arange(k_len)[None, :]
+    mask = jnp.ones((q_len, k_len), bool)
+    if cfg.causal:
+        mask &= k_idx <= q_idx
+    if cfg.sliding_window:
+        mask &= q_idx - k_idx < cfg.sliding_window
+        if not cfg.causal:
+            mask &= k_idx - q_idx < cfg.sliding_window
+    mask = mask[None, None]
+    if ctx.cache_index is not None:
+        mask = mask & (k_idx < ctx.cache_index + q_len)[None, None]
+        if ctx.kv_valid is not None:
+            mask = mask & ctx.kv_valid[:, None, None, :]
+    elif ctx.segment_ids is not None:
+        seg = ctx.segment_ids
+        mask = mask & (seg[:, None, :, None] == seg[:, None, None, :])
+    return mask
+
+
+def xla_attention(q, k, v, mask):
+    """q [B,T,H,D], k/v [B,S,K,D] with H = K * G; softmax in float32."""
+    b, t, h, d = q.shape
+    kv = k.shape[2]
+    q = q.reshape(b, t, kv, h // kv, d)
+    scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32) / math.sqrt(d)
+    scores = jnp.where(mask[:, :, None], scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=-1)
+    # A query row with no visible key (padding) gives uniform probs over masked keys: zero it instead.
+    probs = jnp.where(mask[:, :, None], probs, 0.0).astype(v.dtype)
+    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
+    return out.reshape(b, t, h, d)
+
+
+class Attention(nnx.Module):
+    def __init__(self, cfg, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        d, h, k, hd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        pd, std = cfg.param_dtype, cfg.init_std
+        self.q = param(rngs, (d, h, hd), (sh.EMBED, sh.HEADS, sh.HEAD_DIM), std=std, dtype=pd)
+        self.k = param(rngs, (d, k, hd), (sh.EMBED, sh.KV_HEADS, sh.HEAD_DIM), std=std, dtype=pd)
+        self.v = param(rngs, (d, k, hd), (sh.EMBED, sh.KV_HEADS, sh.HEAD_DIM), std=std, dtype=pd)
+        self.o = param(rngs, (h, hd, d), (sh.HEADS, sh.HEAD_DIM, sh.EMBED), std=std / math.sqrt(2 * cfg.n_layers),
+                       dtype=pd)
+        if cfg.qkv_bias:
+            self.q_bias = param(rngs, (h, hd), (sh.HEADS, sh.HEAD_DIM), init="zeros", dtype=pd)
+            self.k_bias = param(rngs, (k, hd), (sh.KV_HEADS, sh.HEAD_DIM), init="zeros", dtype=pd)
+            self.v_bias = param(rngs, (k, hd), (sh.KV_HEADS, sh.HEAD_DIM), init="zeros", dtype=pd)
+        if cfg.qk_norm:
+            self.q_norm = make_norm(cfg, hd, rngs=rngs, axes=(sh.HEAD_DIM,))
+            self.k_norm = make_norm(cfg, hd, rngs=rngs, axes=(sh.HEAD_DIM,))
+
+    def __call__(self, x, ctx: AttentionContext, cache: dict | None = None):
+        cfg = self.cfg
+        dt = x.dtype
+        q = jnp.einsum("btd,dhk->bthk", x, self.q[...].astype(dt))
+        k = jnp.einsum("btd,dhk->bthk", x, self.k[...].astype(dt))
+        v = jnp.einsum("btd,dhk->bthk", x, self.v[...].astype(dt))
+        if cfg.qkv_bias:
+            q, k, v = q + self.q_bias[...].astype(dt), k + self.k_bias[...].astype(dt), v + self.v_bias[...].astype(dt)
+        if cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        inv_freq = rope_inv_freq(cfg)
+        q = apply_rope(q, ctx.positions, inv_freq)
+        k = apply_rope(k, ctx.positions, inv_freq)
+        q = sh.constrain(q, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_HEADS, sh.ACT_HEAD_DIM))
+        k = sh.constrain(k, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_KV_HEADS, sh.ACT_HEAD_DIM))
+
+        new_cache = None
+        if cache is not None:
+            idx = ctx.cache_index
+            k_all = jax.lax.dynamic_update_slice_in_dim(cache["k"], k.astype(cache["k"].dtype), idx, axis=1)
+            v_all = jax.lax.dynamic_update_slice_in_dim(cache["v"], v.astype(cache["v"].dtype), idx, axis=1)
+            new_cache = {"k": k_all, "v": v_all}
+            out = xla_attention(q, k_all.astype(dt), v_all.astype(dt), _mask(ctx, cfg, q.shape[1], k_all.shape[1]))
+        elif ctx.implementation == "cudnn":
+            out = self._fused(q, k, v, ctx)
+        elif ctx.implementation == "xla":
+            out = xla_attention(q, k, v, _mask(ctx, cfg, q.shape[1], k.shape[1]))
+        else:
+            raise ValueError(f"model.attention: unknown implementation {ctx.implementation!r} "
+                             "(xla | cudnn; splash is not available yet)")
+        out = sh.constrain(out, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_HEADS, sh.ACT_HEAD_DIM))
+        y = jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(dt))
+        return y, new_cache
+
+    def _fused(self, q, k, v, ctx):
+        """cuDNN flash attention. It takes no segment ids: packed rows attend across documents here
+        (positions still restart per document), the usual GPT pretraining practice."""
+        cfg = self.cfg
+        window = None
+        if cfg.sliding_window:
+            window = (cfg.sliding_window - 1, 0 if cfg.causal else cfg.sliding_window - 1)
+        return jax.nn.dot_product_attention(q, k, v, is_causal=cfg.causal, local_window_size=window,
+                                            implementation="cudnn")
+
+
+# ---------------------------------------------------------------- MLP
+
+
+class MLP(nnx.Module):
+    """SwiGLU (gate, up, down) or GELU (up, down)."""
+
+    def __init__(self, cfg, *, rngs: nnx.Rngs):
+        self.kind = cfg.mlp
+        d, f, pd, std = cfg.d_model, cfg.d_ff, cfg.param_dtype, cfg.init_std
+        if cfg.mlp == "swiglu":
+            self.gate = param(rngs, (d, f), (sh.EMBED, sh.MLP), std=std, dtype=pd)
+        elif cfg.mlp != "gelu":
+            raise ValueError(f"model.mlp: unknown {cfg.mlp!r} (swiglu | gelu)")
+        self.up = param(rngs, (d, f), (sh.EMBED, sh.MLP), std=std, dtype=pd)
+        self.down = param(rngs, (f, d), (sh.MLP, sh.EMBED), std=std / math.sqrt(2 * cfg.n_layers), dtype=pd)
+
+    def __call__(self, x):
+        dt = x.dtype
+        up = jnp.einsum("btd,df->btf", x, self.up[...].astype(dt))
+        if self.kind == "swiglu":
+            hidden = jax.nn.silu(jnp.einsum("btd,df->btf", x, self.gate[...].astype(dt))) * up
+        else:
+            hidden = jax.nn.gelu(up)
+        hidden = sh.constrain(hidden, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_MLP))
+        return jnp.einsum("btf,fd->btd", hidden, self.down[...].astype(dt))
+
+
+def rms_norm_ref(x: Any, eps: float):  # used by a few projects for parameter-free norms
+    x32 = x.astype(jnp.float32)
+    return (x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, -1, keepdims=True) + eps)).astype(x.dtype)

@@ -1,0 +1,143 @@
+"""The shared decoder: embed -> scanned blocks -> final norm -> heads.
+
+One class covers Llama, Qwen2 (qkv bias) and Qwen3 (qk-norm) through config switches; causal or
+bidirectional attention; KV-cache prefill/decode that matches the full forward.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import ml_collections
+import jax.numpy as jnp
+from flax import nnx
+
+from shared import sharding as sh
+from shared.model.blocks import RESIDUAL
+from shared.model.layers import AttentionContext, make_norm, param
+from shared.registry import BLOCKS, HEADS
+
+REMAT_POLICIES = {
+    "none": None,
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "dots_all": jax.checkpoint_policies.dots_saveable,
+}
+
+
+def freeze(cfg):
+    """Model configs live in module graphs as static data, which must be hashable (jit static args)."""
+    return cfg if isinstance(cfg, ml_collections.FrozenConfigDict) else ml_collections.FrozenConfigDict(cfg)
+
+
+class Decoder(nnx.Module):
+    def __init__(self, cfg, *, rngs: nnx.Rngs):
+        cfg = freeze(cfg)
+        self.cfg = cfg
+        self.block_cls = BLOCKS.get(cfg.block)
+        self.embed = param(rngs, (cfg.vocab_size, cfg.d_model), (sh.VOCAB, sh.EMBED), std=cfg.init_std,
+                           dtype=cfg.param_dtype)
+
+        @nnx.split_rngs(splits=cfg.n_layers)
+        @nnx.vmap(in_axes=(0,), out_axes=0, axis_size=cfg.n_layers)
+        def make_layers(r):
+            return self.block_cls(cfg, rngs=r)
+
+        self.layers = make_layers(rngs)
+        if self.block_cls.final_norm:
+            self.final_norm = make_norm(cfg, rngs=rngs)
+        self.heads = nnx.Dict({name: HEADS.get(name)(cfg, rngs=rngs) for name in cfg.heads})
+
+    def __call__(self, inputs, positions=None, segment_ids=None, *, cache=None, cache_index=None, kv_valid=None,
+                 hidden: str = "none", pool_mask=None, attention: str = "xla") -> dict[str, Any]:
+        """inputs int[B,T] -> {"logits": [B,T,V], <other head>: ..., optional "hidden", "layer_hidden",
+        "pooled", "cache"}.
+
+        positions: [B,T] (default 0..T-1, or cache_index + 0..T-1 in decode). segment_ids: [B,T] packed
+        documents (attention stays inside a document). cache: from `init_cache`; with it, cache_index is where
+        these T tokens go and the returned "cache" holds them. hidden: "none" | "last" (final normed hidden
+        [B,T,D]) | "layers" (the stream after the embedding and after every layer, [L+1,B,T,D]).
+        pool_mask: [B,T] -> "pooled" [B,D] = mean of final hidden over the mask.
+        """
+        cfg = self.cfg
+        dtype = jnp.dtype(cfg.dtype)
+        b, t = inputs.shape
+        if positions is None:
+            start = 0 if cache_index is None else cache_index
+            positions = jnp.broadcast_to(start + jnp.arange(t, dtype=jnp.int32), (b, t))
+        ctx = AttentionContext(positions=positions, segment_ids=segment_ids, cache_index=cache_index,
+                               kv_valid=kv_valid, implementation=attention)
+
+        # The lookup reads a replicated compute-dtype copy: gathering from a (vocab, fsdp)-sharded table into
+        # batch-sharded rows otherwise makes XLA rematerialise the whole table anyway (FSDP gathers it too).
+        table = sh.constrain(self.embed[...].astype(dtype), (None, None))
+        x = jnp.take(table, inputs, axis=0)
+        x = sh.constrain(x, RESIDUAL)
+        h = self.block_cls.enter(x, cfg)
+
+        graphdef, layer_state = nnx.split(self.layers)
+        keep_layers = hidden == "layers"
+        block_cls = self.block_cls
+
+        def body(carry, xs):
+            params, layer_cache = xs
+            block = nnx.merge(graphdef, params)
+            carry, new_cache = block(carry, ctx, layer_cache)
+            return carry, (new_cache, block_cls.exit(carry, cfg) if keep_layers else None)
+
+        policy = REMAT_POLICIES[cfg.remat]
+        if cfg.remat != "none" and cache is None:
+            body = jax.checkpoint(body, policy=policy, prevent_cse=False)
+        h, (new_cache, per_layer) = jax.lax.scan(body, h, (layer_state, cache))
+
+        out = self.block_cls.exit(h, cfg)
+        if self.block_cls.final_norm:
+            out = self.final_norm(out)
+        result = {}
+        for i, (name, head) in enumerate(self.heads.items()):
+            result["logits" if name == "lm" else name] = head(out, self)
+        if hidden in ("last", "layers"):
+            result["hidden"] = out
+        if keep_layers:
+            result["layer_hidden"] = jnp.concatenate([x[None], per_layer], axis=0)
+        if pool_mask is not None:
+            w = pool_mask.astype(jnp.float32)[..., None]
+            result["pooled"] = (out.astype(jnp.float32) * w).sum(1) / jnp.maximum(w.sum(1), 1.0)
+        if cache is not None:
+            result["cache"] = new_cache
+        return result
+
+
+def init_cache(cfg, batch: int, max_len: int, dtype=None) -> dict:
+    """Static KV cache for all layers: {"k","v"}: [L,B,S,K,D] zeros."""
+    dtype = jnp.dtype(dtype or cfg.dtype)
+    shape = (cfg.n_layers, batch, max_len, cfg.n_kv_heads, cfg.head_dim)
+    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+
+
+CACHE_AXES = (sh.LAYERS, sh.ACT_BATCH, sh.CACHE_LENGTH, sh.ACT_KV_HEADS, sh.ACT_HEAD_DIM)
+
+
+def build_model(cfg, seed: int = 0) -> Decoder:
+    return Decoder(cfg, rngs=nnx.Rngs(params=seed))
+
+
+def create_sharded(cfg, mesh, seed: int = 0, rules=None):
+    """(graphdef, state) with every parameter born sharded on `mesh`."""
+    return sh.init_sharded(functools.partial(build_model, cfg, seed), mesh, rules)
+
+
+def attention_implementation(cfg, preset: dict | None, platform: str) -> str:
+    """model.attention "auto" takes the preset's choice, else the platform default."""
+    if cfg.attention != "auto":
+        return cfg.attention
+    if preset and preset.get("attention") and preset.get("platform") in (platform, None, "auto"):
+        choice = preset["attention"]
+        if choice != "auto":
+            return choice
+    return "cudnn" if platform == "gpu" else "xla"
+
+
+def count_params(state) -> int:
+    return sum(x.size for x in jax.tree.leaves(state))

@@ -1,0 +1,240 @@
+"""Logical axis names, rules from logical names to mesh axes, meshes from presets, born-sharded init.
+
+Models mention only logical names. `rules` map each logical name to a mesh axis (or a tuple of them, or
+None = replicated). A mesh axis that does not divide the array dimension is dropped for that array
+(replicated there), so e.g. 2 KV heads on tensor=4 replicate instead of failing.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+# Parameter axes.
+VOCAB, EMBED, MLP, HEADS, KV_HEADS, HEAD_DIM, LAYERS, NORM = (
+    "vocab", "embed", "mlp", "heads", "kv_heads", "head_dim", "layers", "norm")
+# Activation axes.
+ACT_BATCH, ACT_LENGTH, ACT_EMBED, ACT_HEADS, ACT_KV_HEADS, ACT_MLP, ACT_VOCAB, ACT_HEAD_DIM = (
+    "act_batch", "act_length", "act_embed", "act_heads", "act_kv_heads", "act_mlp", "act_vocab", "act_head_dim")
+CACHE_LENGTH = "cache_length"
+
+DEFAULT_RULES: tuple[tuple[str, Any], ...] = (
+    (VOCAB, "tensor"),
+    (EMBED, "fsdp"),
+    (MLP, "tensor"),
+    (HEADS, "tensor"),
+    (KV_HEADS, "tensor"),
+    (HEAD_DIM, None),
+    (LAYERS, None),
+    (NORM, None),
+    (ACT_BATCH, ("data", "fsdp")),
+    (ACT_LENGTH, None),
+    (ACT_EMBED, None),
+    (ACT_HEADS, "tensor"),
+    (ACT_KV_HEADS, "tensor"),
+    (ACT_MLP, "tensor"),
+    (ACT_VOCAB, "tensor"),
+    (ACT_HEAD_DIM, None),
+    (CACHE_LENGTH, None),
+)
+
+
+def merge_rules(overrides: Sequence[Sequence[Any]] = ()) -> tuple[tuple[str, Any], ...]:
+    table = dict(DEFAULT_RULES)
+    for name, axis in overrides:
+        table[name] = tuple(axis) if isinstance(axis, list) else axis
+    return tuple(table.items())
+
+
+# ---------------------------------------------------------------- mesh shapes
+
+
+def resolve_mesh_shape(mesh_cfg, num_devices: int, platform: str | None = None) -> dict[str, int]:
+    """Sizes of (data, fsdp, tensor) for `num_devices`: the preset's ICI x DCN sizes, with config overrides.
+
+    mesh_cfg.{data,fsdp,tensor}: 0 = the preset's size, -1 = fill with the remaining devices, n = exactly n.
+    Raises ValueError with a one-line message when the sizes cannot tile the devices.
+    """
+    from tpu_configs.presets import get_preset
+
+    preset = get_preset(mesh_cfg.preset)
+    num_devices = usable_device_count(preset, num_devices)
+    ici = dict(preset.get("ici", {}))
+    dcn = dict(preset.get("dcn", {}))
+    sizes = {}
+    for axis in MESH_AXES:
+        override = int(mesh_cfg.get(axis, 0) or 0)
+        if override:
+            sizes[axis] = override
+        else:
+            ici_size = int(ici.get(axis, 1))
+            dcn_size = int(dcn.get(axis, 1))
+            sizes[axis] = -1 if (ici_size == -1 or dcn_size == -1) else ici_size * dcn_size
+    fill = [a for a, s in sizes.items() if s == -1]
+    if len(fill) > 1:
+        raise ValueError(f"mesh: only one axis may be -1 (fill), got {', '.join('mesh.' + a for a in fill)}")
+    for axis, size in sizes.items():
+        if size == 0 or size < -1:
+            raise ValueError(f"mesh.{axis}={size}: sizes must be positive or -1")
+    known = math.prod(s for s in sizes.values() if s != -1)
+    if fill:
+        if num_devices % known:
+            raise ValueError(f"mesh: sizes {_fmt(sizes)} do not divide the {num_devices} devices "
+                             f"(the fixed axes need a multiple of {known})")
+        sizes[fill[0]] = num_devices // known
+    elif known != num_devices:
+        raise ValueError(f"mesh: sizes {_fmt(sizes)} use {known} devices but {num_devices} are present "
+                         f"(preset {mesh_cfg.preset!r}; set one axis to -1 to fill)")
+    return sizes
+
+
+def usable_device_count(preset: dict, available: int) -> int:
+    """A preset that names fewer devices than are present (cpu_1 under 8 fake devices, gpu_1 on a 4-GPU host)
+    uses the first ones; more than present is left to the size check to report."""
+    wanted = preset.get("num_devices")
+    return wanted if wanted and wanted < available else available
+
+
+def _fmt(sizes: dict[str, int]) -> str:
+    return " x ".join(f"{a}={s}" for a, s in sizes.items())
+
+
+def make_mesh(mesh_cfg, devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A Mesh with axes (data, fsdp, tensor); multi-slice/multi-host DCN sizes come from the preset."""
+    from tpu_configs.presets import get_preset
+
+    preset = get_preset(mesh_cfg.preset)
+    devices = list(devices if devices is not None else jax.devices())
+    devices = devices[:usable_device_count(preset, len(devices))]
+    sizes = resolve_mesh_shape(mesh_cfg, len(devices))
+    shape = tuple(sizes[a] for a in MESH_AXES)
+    dcn = tuple(int(preset.get("dcn", {}).get(a, 1)) for a in MESH_AXES)
+    if math.prod(dcn) > 1 and jax.process_count() > 1 and all(s % d == 0 for s, d in zip(shape, dcn)):
+        from jax.experimental import mesh_utils
+        ici = tuple(s // d for s, d in zip(shape, dcn))
+        grid = mesh_utils.create_hybrid_device_mesh(ici, dcn, devices=devices)
+    else:
+        try:
+            from jax.experimental import mesh_utils
+            grid = mesh_utils.create_device_mesh(shape, devices=devices)
+        except Exception:  # CPU or odd topologies: plain order is fine
+            grid = np.asarray(devices).reshape(shape)
+    return Mesh(grid, MESH_AXES)
+
+
+# ---------------------------------------------------------------- logical -> physical
+
+
+def spec_for(names: Sequence[str | None], shape: Sequence[int] | None = None, *, mesh: Mesh | None = None,
+             rules=None) -> P:
+    """PartitionSpec for logical `names`; with `shape` and `mesh`, axes that do not divide are dropped."""
+    table = dict(rules or DEFAULT_RULES)
+    used: set[str] = set()
+    out = []
+    for i, name in enumerate(names):
+        axes = table.get(name) if name is not None else None
+        axes = (axes,) if isinstance(axes, str) else tuple(axes or ())
+        kept = []
+        for axis in axes:
+            if axis in used or (mesh is not None and axis not in mesh.shape):
+                continue
+            if mesh is not None and shape is not None:
+                size = mesh.shape[axis] * math.prod(mesh.shape[a] for a in kept)
+                if shape[i] % size:
+                    continue
+            kept.append(axis)
+        used.update(kept)
+        out.append(None if not kept else kept[0] if len(kept) == 1 else tuple(kept))
+    return P(*out)
+
+
+class _Context:
+    mesh: Mesh | None = None
+    rules: tuple = DEFAULT_RULES
+
+
+_ctx = _Context()
+
+
+@contextlib.contextmanager
+def use_mesh(mesh: Mesh | None, rules=None):
+    """Makes `mesh` and `rules` the ones `constrain` and `logical_sharding` use (trace time)."""
+    old = (_ctx.mesh, _ctx.rules)
+    _ctx.mesh, _ctx.rules = mesh, tuple(rules or DEFAULT_RULES)
+    try:
+        yield mesh
+    finally:
+        _ctx.mesh, _ctx.rules = old
+
+
+def current_mesh() -> Mesh | None:
+    return _ctx.mesh
+
+
+def logical_sharding(names: Sequence[str | None], shape: Sequence[int], mesh: Mesh | None = None,
+                     rules=None) -> NamedSharding:
+    mesh = mesh or _ctx.mesh
+    return NamedSharding(mesh, spec_for(names, shape, mesh=mesh, rules=rules or _ctx.rules))
+
+
+def constrain(x: jax.Array, names: Sequence[str | None]) -> jax.Array:
+    """Sharding constraint on an activation by logical names; a no-op outside `use_mesh` or on 1 device."""
+    mesh = _ctx.mesh
+    if mesh is None or mesh.size == 1:
+        return x
+    return jax.lax.with_sharding_constraint(x, logical_sharding(names, x.shape, mesh))
+
+
+def batch_sharding(mesh: Mesh, ndim: int = 2) -> NamedSharding:
+    """Batch-first arrays: rows split over (data, fsdp), the rest replicated."""
+    return NamedSharding(mesh, P(("data", "fsdp"), *([None] * (ndim - 1))))
+
+
+# ---------------------------------------------------------------- parameters
+
+
+def param_axes(variable) -> tuple:
+    """Logical axes of an nnx Variable: its `axes` metadata, with 'layers' prepended for scanned stacks."""
+    value = variable.get_value() if hasattr(variable, "get_value") else variable.value
+    axes = tuple(variable.get_metadata().get("axes") or (None,) * value.ndim)
+    extra = value.ndim - len(axes)
+    if extra < 0:
+        raise ValueError(f"parameter with axes {axes} has only {value.ndim} dimensions")
+    return (LAYERS,) * extra + axes
+
+
+def state_shardings(state, mesh: Mesh, rules=None):
+    """NamedShardings for an nnx.State (abstract or concrete) from its parameters' logical axes."""
+    from flax import nnx
+
+    def one(v):
+        value = v.get_value() if hasattr(v, "get_value") else v.value
+        return v.replace(NamedSharding(mesh, spec_for(param_axes(v), value.shape, mesh=mesh, rules=rules)))
+
+    return jax.tree.map(one, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def init_sharded(build, mesh: Mesh, rules=None):
+    """Builds an nnx Module with every parameter born sharded: eval_shape -> specs -> jit(out_shardings).
+
+    Returns (graphdef, state) where state is an nnx.State of sharded arrays. Nothing is materialised on one
+    device first, so models larger than one device's memory can be created.
+    """
+    from flax import nnx
+
+    abstract = nnx.eval_shape(build)
+    graphdef, abstract_state = nnx.split(abstract)
+    shardings = state_shardings(abstract_state, mesh, rules)
+
+    def create():
+        return nnx.split(build())[1]
+
+    with use_mesh(mesh, rules):
+        state = jax.jit(create, out_shardings=shardings)()
+    return graphdef, state

@@ -1,0 +1,70 @@
+"""python -m shared.sweep --config=experiments/<p>/<table>.py[:arg] --workdir=DIR [--parallel=N]
+    [--only=name1,name2] [--gpus_per_point=K] [--dry_run] [--launcher="python fake.py"] [--config.a.b=value ...]
+
+`--config.a.b=value` overrides are passed to every point's launcher (they win over the table's values).
+--launcher replaces `python -m shared.launch` (tests, debugging).
+Exits 1 if any point failed (after writing the results of the others)."""
+from __future__ import annotations
+
+import sys
+
+USAGE = __doc__
+
+
+def parse_args(argv: list[str]) -> dict:
+    """Parses the flags by hand (absl would try to parse the --config.* overrides meant for the launcher)."""
+    args = {"config_path": None, "workdir": None, "parallel": None, "only": None, "dry_run": False,
+            "gpus_per_point": 1, "extra_overrides": [],
+            "launcher_cmd": None}
+    flags = {"--config": "config_path", "--workdir": "workdir", "--parallel": "parallel", "--only": "only",
+             "--gpus_per_point": "gpus_per_point", "--launcher": "launcher_cmd"}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, has_value, value = arg.partition("=")
+        if arg in ("-h", "--help"):
+            print(USAGE)
+            sys.exit(0)
+        if name in ("--dry_run", "--dry-run"):
+            args["dry_run"] = (value.lower() not in ("false", "0", "no")) if has_value else True
+        elif name == "--nodry_run":
+            args["dry_run"] = False
+        elif name in flags or name.startswith("--config."):
+            if not has_value:  # "--flag value" form
+                if i + 1 >= len(argv):
+                    raise SystemExit(f"shared.sweep: {name} needs a value")
+                i += 1
+                value = argv[i]
+            if name.startswith("--config."):
+                args["extra_overrides"].append(f"{name}={value}")
+            else:
+                args[flags[name]] = value
+        else:
+            raise SystemExit(f"shared.sweep: unknown argument {arg!r}\n{USAGE}")
+        i += 1
+    for required in ("config_path", "workdir"):
+        if not args[required]:
+            raise SystemExit(f"shared.sweep: --{required.replace('_path', '')} is required\n{USAGE}")
+    for integer in ("parallel", "gpus_per_point"):
+        if args[integer] is not None:
+            try:
+                args[integer] = int(args[integer])
+            except ValueError:
+                raise SystemExit(f"shared.sweep: --{integer} must be an integer, got {args[integer]!r}") from None
+    return args
+
+
+def main(argv: list[str]) -> int:
+    from shared.sweep.runner import run_sweep
+
+    args = parse_args(argv)
+    try:
+        result = run_sweep(**args, command_line=["python", "-m", "shared.sweep", *argv])
+    except (ValueError, FileNotFoundError) as e:  # a bad table or flag: one line, no traceback
+        print(f"shared.sweep: error: {e}", file=sys.stderr)
+        return 2
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

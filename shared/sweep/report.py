@@ -1,0 +1,348 @@
+"""What a sweep writes: results.csv, results.md (+ the aggregated table), `<name>.png` and manifest.json.
+
+Numbers come only from the points' own files (summary.json, metrics.jsonl, config.json), never typed in.
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import time
+from typing import Any, Mapping
+
+from shared.metrics.writer import METRICS_FILE, read_metrics as read_metrics_file
+from shared.sweep.table import Sweep, config_spec, format_override_value, group_key
+
+LIBRARIES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "grain", "numpy", "ml-collections")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+# -- reading a point's files ------------------------------------------------------------------------------
+def read_json(path: str) -> Any:
+    """The JSON in `path`, or None if the file is missing; a broken file is an error naming it."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except ValueError as e:
+            raise ValueError(f"{path}: invalid JSON ({e})") from None
+
+
+def read_metrics(point_dir: str) -> list[dict]:
+    """metrics.jsonl of a point ([] if absent); a partial last line (a killed run) is skipped."""
+    if not os.path.exists(os.path.join(point_dir, METRICS_FILE)):
+        return []
+    return read_metrics_file(point_dir)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)  # also accepts "nan" / "inf" as the metrics writer stores them
+    except (TypeError, ValueError):
+        return None
+    return number
+
+
+def column_value(summary: Mapping | None, metrics: list[dict], column: str) -> Any:
+    """A column's value: from summary.json, else the last value logged in metrics.jsonl, else None."""
+    if summary and column in summary:
+        return summary[column]
+    for record in reversed(metrics):
+        if column in record:
+            return record[column]
+    return None
+
+
+# -- rows and aggregation ---------------------------------------------------------------------------------
+def collect_rows(sweep: Sweep, workdir: str, outcomes: Mapping) -> list[dict]:
+    """One dict per point: name, status, the override values, arg (if any point has one), the columns."""
+    with_arg = any(p.arg != sweep.config_arg for p in sweep.points)
+    rows = []
+    for point in sweep.points:
+        point_dir = os.path.join(workdir, point.name)
+        outcome = outcomes.get(point.name)
+        status = outcome.status if outcome else "not run"
+        summary = None if status == "failed" else read_json(os.path.join(point_dir, "summary.json"))
+        status = "finished" if summary is not None else status
+        metrics = read_metrics(point_dir) if summary is not None else []
+        row = {"name": point.name, "status": status}
+        if with_arg:
+            row["arg"] = point.arg
+        row.update({key: point.overrides.get(key) for key in sweep.override_keys()})
+        row.update({col: (column_value(summary, metrics, col) if status == "finished" else None)
+                    for col in sweep.columns})
+        row["_summary"] = summary
+        rows.append(row)
+    return rows
+
+
+def aggregate(sweep: Sweep, rows: list[dict]) -> list[dict]:
+    """Per group (the sweep's `group` keys): n finished points and each column's mean and sample std (ddof=1;
+    None when n < 2), in order of first appearance."""
+    groups: dict[tuple, dict] = {}
+    by_name = {p.name: p for p in sweep.points}
+    for row in rows:
+        key = group_key(sweep, by_name[row["name"]])
+        group = groups.setdefault(key, {"values": dict(zip(sweep.group, key)), "rows": []})
+        if row["status"] == "finished":
+            group["rows"].append(row)
+    result = []
+    for group in groups.values():
+        entry = {**group["values"], "n": len(group["rows"])}
+        for col in _aggregated_metrics(sweep):
+            numbers = [v for v in (_row_metric(r, col) for r in group["rows"]) if v is not None]
+            entry[f"{col} mean"] = statistics.fmean(numbers) if numbers else None
+            entry[f"{col} std"] = statistics.stdev(numbers) if len(numbers) >= 2 else None
+        result.append(entry)
+    return result
+
+
+def _aggregated_metrics(sweep: Sweep) -> list[str]:
+    """The columns, plus the bar plot's metric if it is not one of them."""
+    extra = [sweep.plot["metric"]] if sweep.plot and sweep.plot["kind"] == "bars" else []
+    return list(dict.fromkeys(sweep.columns + extra))
+
+
+def _row_metric(row: dict, metric: str) -> float | None:
+    return _number(row[metric] if metric in row else column_value(row["_summary"], [], metric))
+
+
+# -- formatting -------------------------------------------------------------------------------------------
+def _cell(value: Any) -> str:
+    """Markdown cell text: floats to 4 significant digits, lists/dicts as literals, None empty."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, str):
+        return value.replace("|", "\\|")
+    return format_override_value(value) if isinstance(value, (list, tuple, dict, bool, int)) else str(value)
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)  # full precision
+    return format_override_value(value) if isinstance(value, (list, tuple, dict, bool, int)) else str(value)
+
+
+def _markdown_table(header: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+    header = [k for k in rows[0] if not k.startswith("_")]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow([_csv_cell(row[k]) for k in header])
+
+
+def markdown(sweep: Sweep, rows: list[dict], aggregated: list[dict] | None, outcomes: Mapping) -> str:
+    header = [k for k in rows[0] if not k.startswith("_")]
+    body = []
+    for row in rows:
+        cells = [_cell(row[k]) for k in header]
+        outcome = outcomes.get(row["name"])
+        if row["status"] == "failed" and outcome is not None and outcome.reason:
+            cells[header.index("status")] = f"failed ({outcome.reason})"
+        body.append(cells)
+    text = [f"# {sweep.name}\n", f"Written by `shared.sweep` from `{config_spec(sweep.config_file, sweep.config_arg)}`; see manifest.json. "
+                                 "Do not edit numbers by hand.\n", _markdown_table(header, body)]
+    if aggregated is not None:
+        agg_header = [*sweep.group, "n", *sweep.columns]
+        agg_body = []
+        for entry in aggregated:
+            cells = [_cell(entry[k]) for k in sweep.group] + [str(entry["n"])]
+            for col in sweep.columns:
+                mean, std = entry[f"{col} mean"], entry[f"{col} std"]
+                cells.append("" if mean is None else _cell(mean) if std is None else f"{mean:.4g} ± {std:.2g}")
+            agg_body.append(cells)
+        text += [f"\n## Mean ± std over seeds (grouped by {', '.join(sweep.group)})\n",
+                 _markdown_table(agg_header, agg_body)]
+    return "\n".join(text)
+
+
+# -- plot -------------------------------------------------------------------------------------------------
+def _label(sweep: Sweep, point_name: str, label_key: str | None) -> str:
+    point = next(p for p in sweep.points if p.name == point_name)
+    if not label_key or label_key == "name":
+        return point_name
+    value = point.overrides.get(label_key, point.arg if label_key == "arg" else None)
+    return f"{label_key}={_cell(value)}" if value is not None else point_name
+
+
+def plot(sweep: Sweep, workdir: str, rows: list[dict], aggregated: list[dict] | None) -> str | None:
+    """Saves `<workdir>/<name>.png`; None when there is no plot spec or nothing finished to draw."""
+    spec = sweep.plot
+    finished = [r for r in rows if r["status"] == "finished"]
+    if spec is None or not finished:
+        return None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    metric = spec["metric"]
+    drawn = False
+    if spec["kind"] == "curves":
+        all_y, labels = [], [_label(sweep, row["name"], spec["label"]) for row in finished]
+        by_name = {p.name: p for p in sweep.points}
+        colors: dict = {}  # grouped sweeps: one colour and one legend entry per group, a line per seed
+        if not sweep.group and len(set(labels)) < len(labels):
+            labels = [f"{label} ({row['name']})" for label, row in zip(labels, finished)]
+        for row, label in zip(finished, labels):
+            points = [(r[spec["x"]], _number(r[metric])) for r in read_metrics(os.path.join(workdir, row["name"]))
+                      if metric in r and spec["x"] in r]
+            points = [(x, y) for x, y in points if y is not None and math.isfinite(y)]
+            if not points:
+                continue
+            key = group_key(sweep, by_name[row["name"]]) if sweep.group else row["name"]
+            if key in colors:
+                label = "_nolegend_"
+            else:
+                colors[key] = f"C{len(colors) % 10}"
+                if sweep.group and not spec["label"]:
+                    label = ", ".join(f"{k}={_cell(v)}" for k, v in zip(sweep.group, key))
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, label=label, color=colors[key], alpha=0.8 if sweep.group else 1.0)
+            all_y += ys
+            drawn = True
+        # Log scale when the values are positive and span more than a decade: early loss would flatten the rest.
+        if all_y and min(all_y) > 0 and max(all_y) / min(all_y) > 10:
+            ax.set_yscale("log")
+        ax.set_xlabel(spec["x"])
+    else:
+        if aggregated is not None:
+            entries = [e for e in aggregated if e["n"] and e.get(f"{metric} mean") is not None]
+            labels = [", ".join(f"{k}={_cell(e[k])}" for k in sweep.group) for e in entries]
+            heights = [e[f"{metric} mean"] for e in entries]
+            errors = [e[f"{metric} std"] or 0.0 for e in entries]
+        else:
+            entries = [r for r in finished if _row_metric(r, metric) is not None]
+            labels = [_label(sweep, r["name"], spec["label"]) for r in entries]
+            heights = [_row_metric(r, metric) for r in entries]
+            errors = None
+        if entries:
+            ax.bar(range(len(heights)), heights, yerr=errors, capsize=4 if errors else 0)
+            ax.set_xticks(range(len(heights)), labels, rotation=30, ha="right")
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_ylabel(metric)
+    ax.set_title(spec.get("title") or sweep.name)
+    if spec["kind"] == "curves":
+        ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(workdir, f"{sweep.name}.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# -- manifest ---------------------------------------------------------------------------------------------
+def _git(*args: str) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(["git", "--no-optional-locks", "-C", REPO_ROOT, *args],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def git_state() -> dict:
+    """Commit and dirty flag of the repo holding `shared/` (read-only git commands)."""
+    inside = _git("rev-parse", "--is-inside-work-tree")
+    if inside is None or inside.returncode != 0:
+        return {"commit": None, "dirty": None, "note": "not a git repository (or git is missing)"}
+    head = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain")
+    state = {"commit": head.stdout.strip() if head and head.returncode == 0 else None,
+             "dirty": bool(status.stdout.strip()) if status and status.returncode == 0 else None}
+    if state["commit"] is None:
+        state["note"] = "no commits yet"
+    return state
+
+
+def library_versions() -> dict:
+    versions = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def hardware(rows: list[dict]) -> dict:
+    from shared.sweep.runner import gpu_names  # runner imports this module
+
+    summaries = [r["_summary"] for r in rows if r["_summary"]]
+    return {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
+            "gpus": gpu_names(),
+            "device_kind": sorted({str(s["device_kind"]) for s in summaries if "device_kind" in s}),
+            "num_devices": sorted({s["num_devices"] for s in summaries if "num_devices" in s})}
+
+
+def _iso(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t).astimezone().isoformat(timespec="seconds")
+
+
+def _config_or_error(path: str) -> Any:
+    try:
+        return read_json(path)
+    except ValueError as e:  # keep the manifest writable; the error names the file
+        return {"error": str(e)}
+
+
+def manifest(sweep: Sweep, workdir: str, rows: list[dict], outcomes: Mapping, *, started_at: float,
+             command_line: Any) -> dict:
+    points = {}
+    for point, row in zip(sweep.points, rows):
+        outcome = outcomes.get(point.name)
+        point_dir = os.path.join(workdir, point.name)
+        points[point.name] = {
+            "status": row["status"], "overrides": point.overrides, "arg": point.arg,
+            "returncode": outcome.returncode if outcome else None,
+            "seconds_this_run": outcome.seconds if outcome else None,
+            "config": _config_or_error(os.path.join(point_dir, "config.json")),
+            "summary": row["_summary"]}
+    ended_at = time.time()
+    return {"sweep": sweep.name, "config_file": sweep.config_file, "config_arg": sweep.config_arg,
+            "command_line": command_line if isinstance(command_line, str) else list(command_line),
+            "git": git_state(), "hardware": hardware(rows), "libraries": library_versions(),
+            "start_time": _iso(started_at), "end_time": _iso(ended_at), "wall_time_s": ended_at - started_at,
+            "points": points}
+
+
+def write_all(sweep: Sweep, workdir: str, outcomes: Mapping, *, started_at: float, command_line: Any) -> dict:
+    rows = collect_rows(sweep, workdir, outcomes)
+    aggregated = aggregate(sweep, rows) if sweep.group else None
+    outputs = {"csv": os.path.join(workdir, "results.csv"), "md": os.path.join(workdir, "results.md"),
+               "manifest": os.path.join(workdir, "manifest.json")}
+    write_csv(outputs["csv"], rows)
+    with open(outputs["md"], "w", encoding="utf-8") as f:
+        f.write(markdown(sweep, rows, aggregated, outcomes))
+    plot_path = plot(sweep, workdir, rows, aggregated)
+    if plot_path:
+        outputs["plot"] = plot_path
+    with open(outputs["manifest"], "w", encoding="utf-8") as f:
+        json.dump(manifest(sweep, workdir, rows, outcomes, started_at=started_at, command_line=command_line),
+                  f, indent=2, default=str)
+        f.write("\n")
+    return outputs

@@ -1,0 +1,326 @@
+"""Runs a sweep's points as launcher subprocesses, resumably, one GPU each; then writes the results.
+
+A point is finished iff `<workdir>/<point>/summary.json` exists. Finished points are skipped; unfinished ones
+are re-run with the same command in the same folder (the launcher resumes from its checkpoint). This process
+never imports jax: GPUs are counted from CUDA_VISIBLE_DEVICES or `nvidia-smi -L`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from typing import Any, Iterable, Mapping, Sequence
+
+from shared.sweep import report
+from shared.sweep.table import (Point, Sweep, check_override_keys, config_spec, format_override_value,
+                                load_sweep, parse_override_args)
+
+DEFAULT_LAUNCHER = (sys.executable, "-m", "shared.launch")
+SUMMARY_FILE = "summary.json"
+CONFIG_FILE = "config.json"
+LOG_FILE = "log.txt"
+LOG_TAIL_LINES = 20
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclasses.dataclass
+class PointOutcome:
+    name: str
+    status: str                 # finished | skipped (finished earlier) | failed | not run
+    returncode: int | None = None
+    seconds: float | None = None
+    log_tail: str = ""
+    reason: str = ""
+
+
+@dataclasses.dataclass
+class SweepResult:
+    name: str
+    workdir: str
+    outcomes: dict              # point name -> PointOutcome
+    launched: list              # names of points started in this invocation
+    outputs: dict               # kind -> path of what was written
+
+    @property
+    def failed(self) -> list[PointOutcome]:
+        return [o for o in self.outcomes.values() if o.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+# -- GPUs -------------------------------------------------------------------------------------------------
+def visible_gpus() -> list[str]:
+    """Ids to put in CUDA_VISIBLE_DEVICES, one per GPU: from that variable if set, else `nvidia-smi -L`."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        ids = []
+        for entry in env.split(","):
+            entry = entry.strip()
+            if not entry or entry.startswith("-"):  # CUDA stops at the first invalid id ("-1" hides all)
+                break
+            ids.append(entry)
+        return ids
+    return [str(i) for i in range(len(gpu_names()))]
+
+
+def gpu_names() -> list[str]:
+    """GPU names from `nvidia-smi -L` ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: ...)"); [] without nvidia-smi."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if out.returncode != 0:
+        return []
+    names = []
+    for line in out.stdout.splitlines():
+        if line.startswith("GPU "):
+            names.append(line.split(":", 1)[1].split("(UUID")[0].strip())
+    return names
+
+
+def plan_slots(gpus: Sequence[str], parallel: int | None, gpus_per_point: int = 1) -> list[str | None]:
+    """One entry per concurrently running point: the CUDA_VISIBLE_DEVICES it gets (None = leave as is)."""
+    if parallel is not None and parallel < 1:
+        raise ValueError(f"--parallel must be >= 1, got {parallel}")
+    if len(gpus) >= 2:
+        if not 1 <= gpus_per_point <= len(gpus):
+            raise ValueError(f"--gpus_per_point={gpus_per_point} but {len(gpus)} GPUs are visible")
+        groups = [",".join(gpus[i:i + gpus_per_point])
+                  for i in range(0, len(gpus) - gpus_per_point + 1, gpus_per_point)]
+        count = parallel or len(groups)
+        return [groups[i % len(groups)] for i in range(count)]  # count > groups: points share GPUs
+    return [None] * (parallel or 1)  # CPU, or a single GPU: one at a time unless asked
+
+
+# -- commands ---------------------------------------------------------------------------------------------
+def point_command(launcher: Sequence[str], config_file: str, point: Point, point_dir: str,
+                  extra: Mapping[str, str]) -> list[str]:
+    """The launcher command of one point; command-line overrides win over the table's for the same key."""
+    overrides = {k: format_override_value(v) for k, v in point.overrides.items()}
+    overrides.update(extra)
+    return [*launcher, f"--config={config_spec(config_file, point.arg)}", f"--workdir={point_dir}",
+            *(f"--config.{k}={v}" for k, v in overrides.items())]
+
+
+def is_finished(point_dir: str) -> bool:
+    return os.path.exists(os.path.join(point_dir, SUMMARY_FILE))
+
+
+def _tail(path: str, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return "".join(deque(f, maxlen=lines))
+    except OSError:
+        return ""
+
+
+class _Console:
+    """Serialises prints from the reader threads and the scheduler."""
+
+    def __init__(self, start: float, echo: bool):
+        self.start, self.echo, self._lock = start, echo, threading.Lock()
+
+    def info(self, message: str) -> None:
+        self._write(f"[sweep {time.time() - self.start:7.1f}s] {message}\n")
+
+    def child(self, name: str, line: str) -> None:
+        if self.echo:
+            self._write(f"[{name}] {line}")
+
+    def _write(self, text: str) -> None:
+        # A closed console (`| head`, a dropped ssh session) must not stop the sweep or its log readers.
+        with self._lock:
+            try:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            except (OSError, ValueError):
+                pass
+
+
+@dataclasses.dataclass
+class _Running:
+    index: int
+    point: Point
+    proc: subprocess.Popen
+    reader: threading.Thread
+    slot: str | None
+    start: float
+
+
+def _tee(proc: subprocess.Popen, log_path: str, name: str, console: _Console) -> None:
+    with open(log_path, "ab") as log:
+        for raw in iter(proc.stdout.readline, b""):
+            log.write(raw)
+            log.flush()
+            console.child(name, raw.decode("utf-8", errors="replace"))
+    proc.stdout.close()
+
+
+def _start(index: int, point: Point, command: list[str], point_dir: str, slot: str | None,
+           shares_gpu: bool, console: _Console) -> _Running:
+    os.makedirs(point_dir, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"  # stream the log as it happens
+    if slot is not None:
+        env["CUDA_VISIBLE_DEVICES"] = slot
+    if shares_gpu:  # several JAX processes on one GPU: each must not grab 75 % of its memory
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    log_path = os.path.join(point_dir, LOG_FILE)
+    with open(log_path, "ab") as log:
+        stamp = datetime.datetime.now().isoformat(timespec="seconds")
+        log.write(f"=== {stamp} {shlex.join(command)}\n".encode())
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    reader = threading.Thread(target=_tee, args=(proc, log_path, point.name, console), daemon=True)
+    reader.start()
+    return _Running(index, point, proc, reader, slot, time.time())
+
+
+def _stop_all(running: Iterable[_Running]) -> None:
+    """Ctrl-C: stop our children (the launcher checkpoints on SIGTERM), then kill what is left."""
+    running = list(running)
+    for r in running:
+        if r.proc.poll() is None:
+            r.proc.terminate()
+    deadline = time.time() + 30
+    for r in running:
+        try:
+            r.proc.wait(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            r.proc.kill()
+
+
+# -- the sweep --------------------------------------------------------------------------------------------
+def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only: Iterable[str] | str | None = None,
+              extra_overrides: Iterable[str] | Mapping[str, Any] = (), launcher_cmd: Sequence[str] | str | None = None,
+              *, dry_run: bool = False, gpus_per_point: int = 1, echo: bool = True,
+              command_line: Sequence[str] | None = None) -> SweepResult:
+    """Runs the unfinished points of `config_path`'s get_sweep() and writes results.csv/.md, the plot and
+    manifest.json into `workdir`. `only` restricts which points run (the tables still list every point).
+    `launcher_cmd` replaces `python -m shared.launch` (tests use a fake launcher)."""
+    started_at = time.time()
+    console = _Console(started_at, echo)
+    sweep = load_sweep(config_path)
+    extra = parse_override_args(extra_overrides)
+    check_override_keys(sweep, extra)
+    for key in extra:
+        if key in sweep.override_keys():
+            console.info(f"warning: --config.{key} from the command line replaces the table's values of {key!r}")
+    launcher = list(DEFAULT_LAUNCHER if launcher_cmd is None else
+                    shlex.split(launcher_cmd) if isinstance(launcher_cmd, str) else launcher_cmd)
+    if only is not None and not isinstance(only, str):
+        only = list(only)
+    selected = _select(sweep, only)
+
+    outcomes: dict[str, PointOutcome] = {}
+    to_run: list[tuple[int, Point, list[str], str]] = []
+    for index, point in enumerate(sweep.points, start=1):
+        point_dir = os.path.join(workdir, point.name)
+        if is_finished(point_dir):
+            outcomes[point.name] = PointOutcome(point.name, "skipped")
+        elif point.name not in selected:
+            outcomes[point.name] = PointOutcome(point.name, "not run")
+        else:
+            to_run.append((index, point, point_command(launcher, sweep.config_file, point, point_dir, extra),
+                           point_dir))
+
+    total = len(sweep.points)
+    if dry_run:
+        for index, point in enumerate(sweep.points, start=1):
+            status = outcomes.get(point.name)
+            if status is not None:
+                console.info(f"point {index}/{total} {point.name}: {status.status}")
+        for index, point, command, _ in to_run:
+            console.info(f"point {index}/{total} {point.name}: would run {shlex.join(command)}")
+        return SweepResult(sweep.name, workdir, outcomes, [], {})
+
+    os.makedirs(workdir, exist_ok=True)
+    gpus = visible_gpus()
+    slots = plan_slots(gpus, parallel, gpus_per_point)
+    shares_gpu = len(gpus) >= 1 and len(slots) > max(1, len(gpus) // gpus_per_point)
+    console.info(f"sweep {sweep.name!r}: {total} points, {len(to_run)} to run, "
+                 f"{sum(o.status == 'skipped' for o in outcomes.values())} already finished; "
+                 f"{len(gpus)} GPU(s) visible, up to {len(slots)} at once")
+
+    pending, free, running, launched = deque(to_run), list(slots), [], []
+    try:
+        while pending or running:
+            while pending and free:
+                index, point, command, point_dir = pending.popleft()
+                slot = free.pop(0)
+                where = f" on GPU {slot}" if slot is not None else ""
+                console.info(f"point {index}/{total} {point.name}: starting{where}")
+                running.append(_start(index, point, command, point_dir, slot, shares_gpu, console))
+                launched.append(point.name)
+            for r in [r for r in running if r.proc.poll() is not None]:
+                running.remove(r)
+                free.append(r.slot)
+                outcomes[r.point.name] = _finish(r, os.path.join(workdir, r.point.name), total, console)
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        console.info(f"interrupted: stopping {len(running)} running point(s)")
+        _stop_all(running)
+        raise
+
+    for name, outcome in outcomes.items():  # a finished point whose summary cannot be read counts as failed
+        if outcome.status in ("finished", "skipped"):
+            try:
+                report.read_json(os.path.join(workdir, name, SUMMARY_FILE))
+            except ValueError as e:
+                outcomes[name] = PointOutcome(name, "failed", outcome.returncode, outcome.seconds, "", str(e))
+    outputs = report.write_all(sweep, workdir, outcomes, started_at=started_at,
+                               command_line=command_line or _command_line(config_path, workdir, parallel, only,
+                                                                          extra, gpus_per_point))
+    for outcome in outcomes.values():
+        if outcome.status == "failed":
+            console.info(f"FAILED {outcome.name}: {outcome.reason}; last {LOG_TAIL_LINES} lines of "
+                         f"{os.path.join(workdir, outcome.name, LOG_FILE)}:\n{outcome.log_tail}")
+    finished = sum(o.status in ("finished", "skipped") for o in outcomes.values())
+    console.info(f"done: {finished}/{total} finished, {len(launched)} launched, "
+                 f"{sum(o.status == 'failed' for o in outcomes.values())} failed; results in {workdir}")
+    return SweepResult(sweep.name, workdir, outcomes, launched, outputs)
+
+
+def _select(sweep: Sweep, only: Iterable[str] | str | None) -> set[str]:
+    names = [p.name for p in sweep.points]
+    if only is None:
+        return set(names)
+    wanted = [n.strip() for n in (only.split(",") if isinstance(only, str) else only) if n.strip()]
+    unknown = [n for n in wanted if n not in names]
+    if unknown:
+        raise ValueError(f"--only: unknown point(s) {unknown}; the sweep {sweep.name!r} has {names}")
+    return set(wanted)
+
+
+def _finish(r: _Running, point_dir: str, total: int, console: _Console) -> PointOutcome:
+    r.reader.join(timeout=30)  # a grandchild still holding the pipe must not hang the sweep
+    seconds = time.time() - r.start
+    code = r.proc.returncode
+    if code == 0 and is_finished(point_dir):
+        console.info(f"point {r.index}/{total} {r.point.name}: finished in {seconds:.1f}s")
+        return PointOutcome(r.point.name, "finished", code, seconds)
+    reason = (f"return code {code}" if code != 0 else f"return code 0 but no {SUMMARY_FILE} was written")
+    tail = _tail(os.path.join(point_dir, LOG_FILE))
+    console.info(f"point {r.index}/{total} {r.point.name}: FAILED after {seconds:.1f}s ({reason}); "
+                 f"log: {os.path.join(point_dir, LOG_FILE)} (its tail is printed at the end)")
+    return PointOutcome(r.point.name, "failed", code, seconds, tail, reason)
+
+
+def _command_line(config_path, workdir, parallel, only, extra, gpus_per_point) -> list[str]:
+    """The equivalent `python -m shared.sweep` command, for the manifest when called as a function."""
+    command = ["python", "-m", "shared.sweep", f"--config={config_path}", f"--workdir={workdir}"]
+    if parallel is not None:
+        command.append(f"--parallel={parallel}")
+    if only is not None:
+        command.append(f"--only={only if isinstance(only, str) else ','.join(only)}")
+    if gpus_per_point != 1:
+        command.append(f"--gpus_per_point={gpus_per_point}")
+    return command + [f"--config.{k}={v}" for k, v in extra.items()]

@@ -1,0 +1,253 @@
+"""Loading a sweep table (`experiments/<p>/<table>.py[:arg]` with `get_config` and `get_sweep`) and checking it.
+
+`get_sweep(arg)` returns:
+    name:    str, also the plot's file name
+    points:  [dict(name=str, overrides={dotted config key: value}, arg=optional get_config variant)]
+    columns: summary metric keys shown in the tables
+    group:   optional override keys; points sharing them are aggregated over "seed" (mean ± std, n)
+    plot:    optional dict(kind="curves", metric="eval/loss", x="step", label=key) or dict(kind="bars", ...)
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib.util
+import os
+import re
+import sys
+from typing import Any, Callable, Iterable, Mapping
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+,@-]*$")  # becomes a folder / file name
+_SWEEP_KEYS = {"name", "points", "columns", "group", "plot"}
+_POINT_KEYS = {"name", "overrides", "arg"}
+_PLOT_KINDS = {"curves", "bars"}
+SEED_KEY = "seed"
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    name: str
+    overrides: dict
+    arg: str | None  # the get_config variant this point runs (the sweep's arg unless the point names one)
+
+
+@dataclasses.dataclass
+class Sweep:
+    name: str
+    points: list
+    columns: list
+    group: list
+    plot: dict | None
+    config_file: str
+    config_arg: str | None
+    get_config: Callable
+
+    def override_keys(self) -> list[str]:
+        """Every override key, in order of first appearance."""
+        keys: dict[str, None] = {}
+        for point in self.points:
+            keys.update(dict.fromkeys(point.overrides))
+        return list(keys)
+
+
+def split_config_spec(spec: str) -> tuple[str, str | None]:
+    """'experiments/x/table.py:smoke' -> ('experiments/x/table.py', 'smoke'); no ':arg' -> arg None."""
+    path, sep, arg = spec.partition(".py:")
+    if sep:
+        return path + ".py", arg or None
+    return spec, None
+
+
+def config_spec(path: str, arg: str | None) -> str:
+    return f"{path}:{arg}" if arg else path
+
+
+def load_module(path: str):
+    """Imports a Python file by path (the repo root and the file's folder are importable from it)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--config: no such file {path!r}")
+    repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if repo_root not in sys.path:
+        sys.path.insert(0, repo_root)
+    module_name = "_sweep_table_" + re.sub(r"\W", "_", os.path.splitext(os.path.abspath(path))[0])
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _fail(where: str, message: str) -> None:
+    raise ValueError(f"{where}: {message}")
+
+
+def load_sweep(spec: str) -> Sweep:
+    """Loads `path.py[:arg]`, calls get_sweep(arg) and checks its structure (names, keys, plot, group)."""
+    path, arg = split_config_spec(spec)
+    module = load_module(path)
+    for function in ("get_config", "get_sweep"):
+        if not callable(getattr(module, function, None)):
+            _fail(path, f"defines no {function}(arg=None)")
+    table = module.get_sweep(arg)
+    where = f"{config_spec(path, arg)} get_sweep()"
+    if not isinstance(table, Mapping):
+        _fail(where, f"returned {type(table).__name__}, expected a dict")
+    unknown = set(table) - _SWEEP_KEYS
+    if unknown:
+        _fail(where, f"unknown key(s) {sorted(unknown)}; known: {sorted(_SWEEP_KEYS)}")
+    name = table.get("name")
+    if not isinstance(name, str) or not _SAFE_NAME.match(name):
+        _fail(where, f"'name' must be a file-name-safe string, got {name!r}")
+
+    points_spec = table.get("points")
+    if not isinstance(points_spec, (list, tuple)) or not points_spec:
+        _fail(where, "'points' must be a non-empty list of dict(name=..., overrides=...)")
+    points, seen = [], set()
+    for i, p in enumerate(points_spec):
+        at = f"{where} points[{i}]"
+        if not isinstance(p, Mapping):
+            _fail(at, f"expected a dict, got {type(p).__name__}")
+        if set(p) - _POINT_KEYS:
+            _fail(at, f"unknown key(s) {sorted(set(p) - _POINT_KEYS)}; known: {sorted(_POINT_KEYS)}")
+        point_name = p.get("name")
+        if not isinstance(point_name, str) or not _SAFE_NAME.match(point_name):
+            _fail(at, f"'name' must be a file-name-safe string, got {point_name!r}")
+        if point_name in seen:
+            _fail(at, f"duplicate point name {point_name!r}")
+        seen.add(point_name)
+        overrides = p.get("overrides", {}) or {}
+        if not isinstance(overrides, Mapping) or not all(isinstance(k, str) for k in overrides):
+            _fail(at, "'overrides' must be a dict of dotted config keys to values")
+        point_arg = p.get("arg", None)
+        points.append(Point(point_name, dict(overrides), arg if point_arg is None else str(point_arg)))
+
+    columns = list(table.get("columns", []) or [])
+    if not all(isinstance(c, str) for c in columns):
+        _fail(where, f"'columns' must be a list of metric names, got {columns!r}")
+    group = list(table.get("group", []) or [])
+    sweep = Sweep(name, points, columns, group, _check_plot(where, table.get("plot")), path, arg,
+                  module.get_config)
+    _check_group(where, sweep)
+    return sweep
+
+
+def _check_plot(where: str, plot: Any) -> dict | None:
+    if plot is None:
+        return None
+    if not isinstance(plot, Mapping) or plot.get("kind") not in _PLOT_KINDS:
+        _fail(where, f"'plot' must be a dict with kind in {sorted(_PLOT_KINDS)}, got {plot!r}")
+    if not isinstance(plot.get("metric"), str):
+        _fail(where, f"'plot' needs a 'metric' name, got {plot!r}")
+    unknown = set(plot) - {"kind", "metric", "x", "label", "title"}
+    if unknown:
+        _fail(where, f"'plot' has unknown key(s) {sorted(unknown)}")
+    return {"x": "step", "label": None, **plot}
+
+
+def _check_group(where: str, sweep: Sweep) -> None:
+    """Points aggregated together may differ only in the seed: anything else would mix settings in a mean."""
+    if not sweep.group:
+        return
+    keys = sweep.override_keys()
+    for key in sweep.group:
+        if key not in keys:
+            _fail(where, f"'group' key {key!r} is not an override key of any point (keys: {keys})")
+    first_of_group: dict[tuple, Point] = {}
+    for point in sweep.points:
+        key = group_key(sweep, point)
+        other = first_of_group.setdefault(key, point)
+        for k in set(point.overrides) | set(other.overrides):
+            if k != SEED_KEY and k not in sweep.group and point.overrides.get(k) != other.overrides.get(k):
+                _fail(where, f"points {other.name!r} and {point.name!r} are in one group but differ in {k!r}; "
+                             f"only {SEED_KEY!r} may vary within a group (add {k!r} to 'group')")
+        if point.arg != other.arg:
+            _fail(where, f"points {other.name!r} and {point.name!r} are in one group but use different args")
+
+
+def group_key(sweep: Sweep, point: Point) -> tuple:
+    return tuple(_hashable(point.overrides.get(k)) for k in sweep.group)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    return value
+
+
+# -- overrides --------------------------------------------------------------------------------------------
+def format_override_value(value: Any) -> str:
+    """A value as ml_collections' config flags parse it: strings as-is, True/False, lists as Python literals."""
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # numpy scalar
+        value = value.item()
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)  # shortest round-trip form: 0.001, 1e-05, inf
+    if isinstance(value, (int, list, tuple, dict)):
+        return repr(_plain(value))
+    raise TypeError(f"override value {value!r} of type {type(value).__name__} cannot be passed as a flag")
+
+
+def _plain(value: Any) -> Any:
+    """Containers with numpy scalars inside become plain Python, so repr() is a valid literal."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
+
+
+def parse_override_args(args: Iterable[str] | Mapping[str, Any]) -> dict[str, str]:
+    """['--config.optim.lr=1e-3', 'train.steps=10'] (or a {key: value} dict) -> {'optim.lr': '1e-3', ...}."""
+    if isinstance(args, Mapping):
+        return {str(k): format_override_value(v) for k, v in args.items()}
+    parsed = {}
+    for arg in args:
+        text = arg[len("--config."):] if arg.startswith("--config.") else arg
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise ValueError(f"config override {arg!r} is not of the form --config.a.b=value")
+        parsed[key] = value
+    return parsed
+
+
+def check_override_keys(sweep: Sweep, extra: Mapping[str, str]) -> None:
+    """Every override key must exist in the config its point builds: fail before launching anything."""
+    configs: dict[str | None, Any] = {}
+    for point in sweep.points:
+        if point.arg not in configs:
+            configs[point.arg] = sweep.get_config(point.arg)
+        for key, origin in [(k, f"point {point.name!r}") for k in point.overrides] + \
+                           [(k, "command line") for k in extra]:
+            missing = _missing_part(configs[point.arg], key)
+            if missing:
+                raise ValueError(f"{config_spec(sweep.config_file, point.arg)}: override key {key!r} ({origin}) "
+                                 f"is not in the config{missing}")
+
+
+def _missing_part(config: Any, key: str) -> str:
+    """'' if the dotted key exists in the config, else a hint naming the first missing part."""
+    node = config
+    for depth, part in enumerate(key.split(".")):
+        children = _children(node)
+        if children is None:
+            if depth == 0:
+                return ""  # not a dict-like config: nothing to check against
+            return f" ({'.'.join(key.split('.')[:depth])} is not a dict)"
+        if part not in children:
+            close = difflib.get_close_matches(part, list(children), n=1)
+            return f"; did you mean {close[0]!r}?" if close else f"; known keys here: {sorted(children)}"
+        node = node[part]
+    return ""
+
+
+def _children(node: Any) -> list[str] | None:
+    if isinstance(node, Mapping):
+        return list(node.keys())
+    keys = getattr(node, "keys", None)
+    return list(keys()) if callable(keys) else None

@@ -1,0 +1,47 @@
+"""Built-in tasks (TASKS registry). `pretrain`: next-token LM training on a text source."""
+from __future__ import annotations
+
+import jax
+
+from shared.registry import TASKS
+from shared.train.trainer import Trainer, write_summary
+
+
+def build_data(config, workdir):
+    """(tokenizer, train iterator, eval batches) for this process, from config.data."""
+    from shared.data import build_tokenizer, load_texts, make_eval_batches, make_train_iterator
+
+    tokenizer = build_tokenizer(config.data, workdir, config.model.vocab_size,
+                                train_texts=lambda: load_texts(config)[0])
+    local_batch = config.train.batch_size // jax.process_count()
+    shard = dict(process_index=jax.process_index(), process_count=jax.process_count())
+    train_iter = make_train_iterator(config, tokenizer, local_batch_size=local_batch, **shard)
+    eval_batches = make_eval_batches(config, tokenizer, num_batches=config.train.eval_batches,
+                                     local_batch_size=local_batch, **shard) if config.train.eval_batches else []
+    return tokenizer, train_iter, eval_batches
+
+
+def sample_text(trainer: Trainer, tokenizer, prompt: str, max_new_tokens: int) -> str:
+    from shared.model.generate import generate
+
+    ids = [tokenizer.bos_id] + tokenizer.encode(prompt)
+    new = generate(trainer.graphdef, jax.device_get(trainer.params), ids, max_new_tokens,
+                   eos_id=tokenizer.eos_id)
+    return tokenizer.decode(new)
+
+
+@TASKS.register("pretrain")
+def pretrain(config, workdir: str) -> dict:
+    tokenizer, train_iter, eval_batches = build_data(config, workdir)
+    trainer = Trainer(config, workdir)
+    print(f"[pretrain] {sum(x.size for x in jax.tree.leaves(trainer.params)) / 1e6:.2f}M parameters, "
+          f"mesh {dict(trainer.mesh.shape)}, attention {trainer.attention}, steps {trainer.start_step}->"
+          f"{config.train.steps}", flush=True)
+    summary = trainer.fit(train_iter, eval_batches)
+    if config.train.sample_at_end and not summary["diverged"]:
+        text = sample_text(trainer, tokenizer, config.train.sample_at_end, config.train.sample_tokens)
+        print(f"[pretrain] sample after training:\n{config.train.sample_at_end}{text}", flush=True)
+        summary["sample"] = text
+    write_summary(workdir, summary)
+    trainer.close()
+    return summary

@@ -1,0 +1,259 @@
+"""The training loop every task reuses: init-or-restore, jitted steps, eval, checkpoints, metrics, hooks.
+
+    trainer = Trainer(config, workdir)            # mesh, model, optimizer; restores if the workdir has a checkpoint
+    summary = trainer.fit(train_iter, eval_batches)
+
+Re-running the same command in the same workdir resumes from the last checkpoint, with the data iterator
+where it was, so the loss curve equals an uninterrupted run's. SIGTERM saves a checkpoint and exits.
+Projects customise through `loss_fn` (their own forward/objective) and hooks (`on_step`, `on_eval`,
+`on_save`), never by copying this loop.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import signal
+import sys
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
+
+from shared import sharding as sh
+from shared.checkpoint import Checkpointer, install_preemption_handler
+from shared.metrics import MetricsWriter, ProgressBar, mfu, peak_flops_per_device, training_flops_per_token
+from shared.model import attention_implementation, build_model, create_sharded
+from shared.registry import HOOKS
+from shared.train.optim import make_optimizer
+from shared.train.step import finish_eval, lm_loss_fn, make_eval_step, make_train_step
+
+log = logging.getLogger("shared.train")
+
+
+class TrainingStopped(RuntimeError):
+    """Training stopped on purpose (non-finite loss under nan_policy=stop); the message says where to resume."""
+
+
+class Hook:
+    """Base class for trainer hooks; override what you need. Register with `@HOOKS.register("p/name")`."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def on_step(self, trainer: "Trainer", step: int, metrics: dict) -> None: ...
+
+    def on_eval(self, trainer: "Trainer", step: int, metrics: dict) -> None: ...
+
+    def on_save(self, trainer: "Trainer", step: int) -> None: ...
+
+
+def setup_mesh(config):
+    from tpu_configs.presets import get_preset
+
+    preset = get_preset(config.mesh.preset)
+    mesh = sh.make_mesh(config.mesh)
+    rules = sh.merge_rules(preset.get("rules", ()))
+    attention = attention_implementation(config.model, preset, jax.default_backend())
+    return mesh, rules, attention
+
+
+class Trainer:
+    def __init__(self, config, workdir: str, *, loss_fn: Callable | None = None, hooks: Iterable[Hook] = (),
+                 mesh=None, init_params: Callable[[Any], Any] | None = None):
+        """init_params(abstract_params) -> params: optional warm start (e.g. HF import) used when no
+        checkpoint exists yet."""
+        self.config = config
+        self.workdir = workdir
+        if mesh is None:
+            self.mesh, self.rules, self.attention = setup_mesh(config)
+        else:
+            self.mesh, self.rules = mesh, sh.DEFAULT_RULES
+            self.attention = attention_implementation(config.model, None, jax.default_backend())
+        self.is_main = jax.process_index() == 0
+        self.hooks = list(hooks) + [HOOKS.get(name)(config) for name in config.train.hooks]
+        self.loss_fn = loss_fn or lm_loss_fn(config, self.attention)
+
+        with sh.use_mesh(self.mesh, self.rules):
+            self.graphdef, params_state = create_sharded(config.model, self.mesh, config.seed, self.rules)
+            params = params_state.to_pure_dict()
+            self.optimizer, self.schedule = make_optimizer(config.optim, config.train.steps, params)
+            opt_state = jax.jit(self.optimizer.init)(params)
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+        scalars = jax.device_put({"step": jnp.zeros((), jnp.int32), "rng": jax.random.key(config.seed),
+                                  "nonfinite": jnp.zeros((), jnp.int32)}, replicated)
+        # Leaves jit left on one device (optimizer counters) are replicated, so a restored state (committed to
+        # the shardings saved here) lives on the same devices as the params.
+        mesh_devices = set(self.mesh.devices.flat)
+        opt_state = jax.tree.map(
+            lambda x: x if set(x.sharding.device_set) == mesh_devices else jax.device_put(x, replicated), opt_state)
+        self.state = {"params": params, "opt": opt_state, **scalars}
+        self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep_checkpoints,
+                                         async_save=config.train.async_checkpoint)
+        self.data_state = None
+        self.start_step = 0
+        latest = self.checkpointer.latest_step()
+        if latest is not None:
+            abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), self.state)
+            self.state, self.data_state = self.checkpointer.restore(latest, abstract)
+            self.start_step = int(self.state["step"])
+            print(f"[train] resumed from {self.checkpointer.directory}/{latest} (step {self.start_step})", flush=True)
+        elif init_params is not None:
+            abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
+            self.state["params"] = init_params(abstract)
+            self.state["opt"] = jax.jit(self.optimizer.init)(self.state["params"])
+
+        self._train_step = jax.jit(make_train_step(self.graphdef, self.loss_fn, self.optimizer, self.schedule,
+                                                   config, self.mesh), donate_argnums=0)
+        self._eval_step = jax.jit(make_eval_step(self.graphdef, self.loss_fn))
+        self.batch_sharding = sh.batch_sharding(self.mesh)
+        self.metrics_writer = MetricsWriter(workdir, enabled=self.is_main)
+        self.last_eval: dict = {}
+        self.last_train: dict = {}
+        self._nonfinite_reported = 0
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def params(self):
+        return self.state["params"]
+
+    def model(self):
+        """The nnx model with the current parameters (for sampling / inspection outside jit)."""
+        return nnx.merge(self.graphdef, self.state["params"])
+
+    def to_global(self, local_batch: dict) -> dict:
+        """Process-local numpy rows -> global arrays sharded over (data, fsdp)."""
+        return {name: jax.make_array_from_process_local_data(
+                    sh.batch_sharding(self.mesh, np.ndim(x)), np.asarray(x)) for name, x in local_batch.items()}
+
+    def evaluate(self, eval_batches: list[dict]) -> dict:
+        with sh.use_mesh(self.mesh, self.rules):
+            sums = [self._eval_step(self.state["params"], self.to_global(b)) for b in eval_batches]
+        metrics = finish_eval(sums)
+        loss = metrics.get("xent", metrics["loss"])
+        out = {"eval/loss": loss}
+        if loss < 50:
+            out["eval/ppl"] = math.exp(loss)
+        out.update({f"eval/{k}": v for k, v in metrics.items() if k not in ("loss", "weight", "loss_sum")})
+        return out
+
+    def save(self, step: int, data_iter=None, force: bool = False) -> bool:
+        data_state = data_iter.get_state() if data_iter is not None and hasattr(data_iter, "get_state") else None
+        saved = self.checkpointer.save(step, self.state, data_state=data_state,
+                                       config=json.loads(self.config.to_json_best_effort()), force=force)
+        if saved:
+            for hook in self.hooks:
+                hook.on_save(self, step)
+        return saved
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self, train_iter: Iterator[dict], eval_batches: list[dict] | None = None) -> dict:
+        cfg = self.config.train
+        total = int(cfg.steps)
+        if self.data_state is not None and hasattr(train_iter, "set_state"):
+            train_iter.set_state(self.data_state)
+        self.metrics_writer.truncate_after(self.start_step + 1)  # keep the steps the checkpoint covers
+        seq_len = int(self.config.data.seq_len)
+        tokens_per_step = int(cfg.batch_size) * seq_len
+        flops_per_token = training_flops_per_token(self.config.model, seq_len)
+        device_kind = jax.devices()[0].device_kind
+        peak = peak_flops_per_device(device_kind)
+        progress = ProgressBar(total, self.start_step, enabled=self.is_main and cfg.progress)
+        preempted = install_preemption_handler()
+        wall_start = time.time()
+        window_start, window_steps = time.time(), 0
+        step = self.start_step
+        stop_reason = None
+        try:
+            with sh.use_mesh(self.mesh, self.rules):
+                while step < total:
+                    batch = self.to_global(next(train_iter))
+                    self.state, metrics = self._train_step(self.state, batch)
+                    step += 1
+                    window_steps += 1
+                    if step % cfg.log_every == 0 or step == total:
+                        metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+                        elapsed = time.time() - window_start
+                        tok_s = tokens_per_step * window_steps / max(elapsed, 1e-9)
+                        window_start, window_steps = time.time(), 0
+                        row = {f"train/{k}": v for k, v in metrics.items() if k not in ("loss_sum", "finite")}
+                        row["perf/tokens_per_s"] = tok_s
+                        row["perf/step_time_s"] = elapsed / max(1, (step - 1) % cfg.log_every + 1)
+                        util = mfu(tok_s / self.mesh.size, flops_per_token, peak)
+                        if util is not None:
+                            row["perf/mfu"] = util
+                        row["train/nonfinite_steps"] = int(self.state["nonfinite"])
+                        self.metrics_writer.write(step, row)
+                        self.last_train = row
+                        progress.update(step, loss=metrics["loss"], tokens_per_s=tok_s, mfu=util)
+                        for hook in self.hooks:
+                            hook.on_step(self, step, row)
+                        if not metrics.get("finite", 1.0) or row["train/nonfinite_steps"]:
+                            stop_reason = self._on_nonfinite(step, row)
+                        elif cfg.diverge_loss and metrics["loss"] > cfg.diverge_loss:
+                            stop_reason = f"train loss {metrics['loss']:.3g} above train.diverge_loss"
+                    if eval_batches and (step % cfg.eval_every == 0 or step == total) and not stop_reason:
+                        row = self.evaluate(eval_batches)
+                        self.metrics_writer.write(step, row)
+                        self.last_eval = row
+                        for hook in self.hooks:
+                            hook.on_eval(self, step, row)
+                    if stop_reason:
+                        break
+                    if step % cfg.checkpoint_every == 0 or step == total:
+                        self.save(step, train_iter)
+                    if preempted.is_set():
+                        self.save(step, train_iter, force=True)
+                        self.checkpointer.wait()
+                        print(f"[train] SIGTERM: saved step {step} to {self.checkpointer.directory}; exiting",
+                              flush=True)
+                        stop_reason = "preempted"
+                        break
+                    if cfg.kill_at_step and step == cfg.kill_at_step:
+                        self.metrics_writer.flush()
+                        os.kill(os.getpid(), signal.SIGKILL)
+        finally:
+            preempted.uninstall()
+            progress.close()
+            self.checkpointer.wait()
+            self.metrics_writer.flush()
+        if stop_reason == "preempted":
+            sys.exit(143)
+        summary = {**self.last_train, **self.last_eval, "steps": step, "diverged": bool(stop_reason),
+                   "stop_reason": stop_reason or "", "wall_time_s": time.time() - wall_start,
+                   "device_kind": device_kind, "num_devices": self.mesh.size,
+                   "params": int(sum(x.size for x in jax.tree.leaves(self.state["params"])))}
+        return summary
+
+    def _on_nonfinite(self, step: int, row: dict) -> str | None:
+        count = row["train/nonfinite_steps"]
+        if self.config.train.nan_policy == "skip":
+            if count > self._nonfinite_reported:
+                print(f"[train] step {step}: {count} non-finite step(s) skipped so far (train.nan_policy=skip)",
+                      file=sys.stderr, flush=True)
+                self._nonfinite_reported = count
+            return None
+        last = self.checkpointer.latest_step()
+        message = (f"non-finite loss or gradient by step {step} (train.nan_policy=stop); the update was not "
+                   f"applied. Last good checkpoint: "
+                   f"{f'{self.checkpointer.directory}/{last}' if last is not None else 'none'}")
+        print(f"[train] {message}", file=sys.stderr, flush=True)
+        return message
+
+    def close(self):
+        self.checkpointer.close()
+        self.metrics_writer.close()
+
+
+def write_summary(workdir: str, summary: dict) -> None:
+    if jax.process_index() != 0:
+        return
+    path = os.path.join(workdir, "summary.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(summary, f, indent=2, sort_keys=True, default=float)
+    os.replace(path + ".tmp", path)

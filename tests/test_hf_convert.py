@@ -1,0 +1,235 @@
+"""shared/model/convert/hf.py: our Decoder on imported HF weights gives `transformers`' logits; export round trips."""
+import json
+import os
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+import transformers
+from flax import nnx
+from safetensors.numpy import load_file, save_file
+
+from shared import sharding as sh
+from shared.config.base import model_config
+from shared.model import build_model
+from shared.model.convert import config_from_hf, hf_config_from, load_hf, save_hf
+
+TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            intermediate_size=128, vocab_size=128, max_position_embeddings=64)
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8, "rope_theta": 10000.0}
+CASES = {
+    "llama_gqa_untied": ("Llama", dict(tie_word_embeddings=False)),
+    "llama3_rope_scaling": ("Llama", dict(tie_word_embeddings=False, rope_scaling=LLAMA3_ROPE)),
+    "qwen2_qkv_bias_tied": ("Qwen2", dict(tie_word_embeddings=True)),
+    "qwen2_sliding_window": ("Qwen2", dict(use_sliding_window=True, sliding_window=4, max_window_layers=0)),
+    "qwen3_qk_norm": ("Qwen3", dict(tie_word_embeddings=False)),
+}
+TOKENS = np.random.RandomState(0).randint(0, TINY["vocab_size"], size=(2, 12))
+
+
+def hf_model(family: str, **overrides):
+    """A tiny random transformers model; every parameter (norm weights, biases too) gets noise so it matters."""
+    torch.manual_seed(0)
+    config = getattr(transformers, f"{family}Config")(**{**TINY, **overrides})
+    model = getattr(transformers, f"{family}ForCausalLM")(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def torch_logits(model) -> np.ndarray:
+    with torch.no_grad():
+        return model(torch.tensor(TOKENS)).logits.float().numpy()
+
+
+def our_logits(cfg, state) -> np.ndarray:
+    cfg = cfg.copy_and_resolve_references()
+    cfg.dtype, cfg.attention = "float32", "xla"
+    graphdef = nnx.split(nnx.eval_shape(lambda: build_model(cfg)))[0]
+    return np.asarray(nnx.merge(graphdef, state)(jnp.asarray(TOKENS), attention="xla")["logits"])
+
+
+def flat(state) -> dict:
+    return {k: np.asarray(v.get_value()) for k, v in nnx.to_flat_state(state)}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """Each case saved once by transformers (safetensors), with its reference logits."""
+    out = {}
+    for name, (family, overrides) in CASES.items():
+        model = hf_model(family, **overrides)
+        folder = str(tmp_path_factory.mktemp(name))
+        model.save_pretrained(folder, safe_serialization=True)
+        out[name] = (folder, torch_logits(model), model)
+    return out
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_imported_weights_match_transformers_logits_and_export_round_trips(case, checkpoints, tmp_path):
+    folder, reference, _ = checkpoints[case]
+    cfg, state = load_hf(folder)
+    assert jax.tree.structure(state) == jax.tree.structure(nnx.split(build_model(cfg))[1])
+    ours = our_logits(cfg, state)
+    np.testing.assert_allclose(ours, reference, atol=1e-4, rtol=1e-4)
+    assert np.abs(reference).max() > 1.0  # the comparison is not between near-zero logits
+
+    save_hf(cfg, state, str(tmp_path))
+    exported = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path)).eval()
+    assert type(exported).__name__ == f"{CASES[case][0]}ForCausalLM"
+    np.testing.assert_allclose(torch_logits(exported), ours, atol=1e-4, rtol=1e-4)
+    # ... and our own reader gives back the same config and bit-identical parameters.
+    cfg_back, state_back = load_hf(str(tmp_path))
+    assert config_from_hf(hf_config_from(cfg)).to_dict() == cfg.to_dict() == cfg_back.to_dict()
+    for key, value in flat(state).items():
+        np.testing.assert_array_equal(flat(state_back)[key], value, err_msg=str(key))
+
+
+def test_config_fields_per_family(checkpoints):
+    cfgs = {name: load_hf(folder)[0] for name, (folder, _, _) in checkpoints.items()}
+    llama, llama3, qwen2, sliding, qwen3 = (cfgs[n] for n in CASES)
+    assert (llama.family, llama.n_heads, llama.n_kv_heads, llama.head_dim, llama.d_ff, llama.vocab_size) == (
+        "llama", 4, 2, 16, 128, 128)
+    assert (llama.qkv_bias, llama.qk_norm, llama.tie_embeddings, llama.sliding_window) == (False, False, False, 0)
+    assert llama.rope_scaling.type == "none" and llama.max_seq_len == 64
+    assert (llama3.rope_scaling.type, llama3.rope_scaling.factor, llama3.rope_scaling.original_max_position) == (
+        "llama3", 8.0, 8)
+    assert (qwen2.family, qwen2.qkv_bias, qwen2.qk_norm, qwen2.tie_embeddings) == ("qwen2", True, False, True)
+    assert sliding.sliding_window == 4
+    assert (qwen3.family, qwen3.qkv_bias, qwen3.qk_norm) == ("qwen3", False, True)
+
+
+def test_rope_scaling_and_window_change_the_logits(checkpoints):
+    """Guards the parity test: dropping llama3 scaling or the sliding window must break the match."""
+    for case, key, plain in [("llama3_rope_scaling", "rope_scaling.type", "none"),
+                             ("qwen2_sliding_window", "sliding_window", 0)]:
+        folder, reference, _ = checkpoints[case]
+        cfg, state = load_hf(folder)
+        cfg = cfg.copy_and_resolve_references()
+        if key == "sliding_window":
+            cfg.sliding_window = plain
+        else:
+            cfg.rope_scaling.type = plain
+        assert np.abs(our_logits(cfg, state) - reference).max() > 1e-2, case
+
+
+def test_config_from_hf_reads_transformers_4_and_5_rope_layouts():
+    v4 = dict(model_type="llama", vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+              intermediate_size=16, rope_theta=500000.0, rope_scaling={"type": "linear", "factor": 4.0})
+    v5 = {k: v for k, v in v4.items() if k not in ("rope_theta", "rope_scaling")}
+    v5["rope_parameters"] = {"rope_type": "linear", "factor": 4.0, "rope_theta": 500000.0}
+    a, b = config_from_hf(v4), config_from_hf(v5)
+    assert a.to_dict() == b.to_dict()
+    assert (a.rope_theta, a.rope_scaling.type, a.rope_scaling.factor) == (500000.0, "linear", 4.0)
+    assert (a.head_dim, a.n_kv_heads) == (4, 2)  # hidden / heads; kv heads default to heads
+
+
+@pytest.mark.parametrize("hf, message", [
+    (dict(model_type="mistral"), "model_type='mistral'"),
+    (dict(model_type="qwen2", use_sliding_window=True, sliding_window=4, max_window_layers=1), "mix of sliding"),
+    (dict(model_type="llama", rope_scaling={"rope_type": "yarn", "factor": 2.0}), "rope type 'yarn'"),
+])
+def test_config_from_hf_rejects_what_we_cannot_represent(hf, message):
+    base = dict(vocab_size=10, hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16)
+    with pytest.raises(ValueError, match=message):
+        config_from_hf({**base, **hf})
+
+
+def test_bf16_sharded_checkpoint_loads_onto_a_mesh(checkpoints, tmp_path):
+    """bf16 tensors (numpy has no bf16), an index of several shards, and placement on an 8-device mesh."""
+    _, _, model = checkpoints["qwen2_qkv_bias_tied"]
+    model.to(torch.bfloat16).save_pretrained(str(tmp_path), max_shard_size="40KB")
+    model.to(torch.float32)
+    assert os.path.exists(tmp_path / "model.safetensors.index.json")
+    assert len([f for f in os.listdir(tmp_path) if f.endswith(".safetensors")]) > 1
+
+    mesh = jax.sharding.Mesh(np.array(jax.devices()).reshape(2, 2, 2), sh.MESH_AXES)
+    cfg, state = load_hf(str(tmp_path), mesh=mesh)
+    params = dict(nnx.to_flat_state(state))
+    embed = params[("embed",)].get_value()
+    assert embed.dtype == jnp.float32
+    expected = model.model.embed_tokens.weight.detach().to(torch.bfloat16).float().numpy()
+    np.testing.assert_array_equal(np.asarray(embed), expected)
+    q_bias = model.model.layers[1].self_attn.q_proj.bias.detach().to(torch.bfloat16).float().numpy()
+    np.testing.assert_array_equal(np.asarray(params[("layers", "attn", "q_bias")].get_value()[1]),
+                                  q_bias.reshape(4, 16))
+    up = params[("layers", "mlp", "up")].get_value()
+    assert up.sharding.spec == jax.sharding.PartitionSpec(None, "fsdp", "tensor")
+    assert up.addressable_shards[0].data.shape == (2, 32, 64)
+
+
+def test_missing_and_unexpected_tensors_are_named(checkpoints, tmp_path):
+    folder, _, _ = checkpoints["llama_gqa_untied"]
+    tensors = load_file(os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    target = str(tmp_path / "model.safetensors")
+
+    missing = {k: v for k, v in tensors.items() if k != "model.layers.1.mlp.up_proj.weight"}
+    save_file(missing, target, metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"model\.layers\.1\.mlp\.up_proj\.weight"):
+        load_hf(target, config_from_hf(config))
+
+    save_file({**tensors, "model.layers.0.mlp.extra": tensors["model.norm.weight"]}, target)
+    with pytest.raises(ValueError, match=r"model\.layers\.0\.mlp\.extra.*model\.safetensors"):
+        load_hf(target, config_from_hf(config))
+
+
+def test_bfloat16_export_reads_back_rounded(checkpoints, tmp_path):
+    cfg, state = load_hf(checkpoints["qwen3_qk_norm"][0])
+    save_hf(cfg, state, str(tmp_path), dtype="bfloat16")
+    _, back = load_hf(str(tmp_path))
+    for key, value in flat(state).items():
+        rounded = jnp.asarray(value).astype(jnp.bfloat16).astype(jnp.float32)
+        np.testing.assert_array_equal(flat(back)[key], np.asarray(rounded), err_msg=str(key))
+
+
+def tiny_cfg(**overrides):
+    cfg = model_config()
+    for key, value in dict(vocab_size=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=2, head_dim=8,
+                           d_ff=32, **overrides).items():
+        cfg[key] = value
+    return cfg
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(block="postnorm"), "model.block='postnorm'"),
+    (dict(heads=["lm", "scalar"]), "scalar/value head is not part of it"),
+    (dict(causal=False), "model.causal=False"),
+    (dict(mlp="gelu"), "model.mlp='gelu'"),
+    (dict(family="gpt2"), "model.family='gpt2'"),
+    (dict(family="qwen2", qkv_bias=False), "Qwen2 always has q/k/v biases"),
+    (dict(family="qwen3", qk_norm=False), "qk_norm=False with family='qwen3'"),
+    (dict(family="llama", qk_norm=True), "qk_norm=True with family='llama'"),
+    (dict(family="llama", sliding_window=8), "HF Llama has no sliding window"),
+])
+def test_export_refuses_configs_no_hf_family_represents(overrides, message, tmp_path):
+    cfg = tiny_cfg(**overrides)
+    state = nnx.split(nnx.eval_shape(lambda: build_model(cfg)))[1]  # refused before any value is read
+    with pytest.raises(ValueError, match=re.escape(message)):
+        save_hf(cfg, state, str(tmp_path))
+    assert not os.path.exists(tmp_path / "config.json")
+
+
+def test_attention_bias_imports_only_with_a_zero_output_bias(tmp_path):
+    """Llama/Qwen3 attention_bias also adds an o_proj bias, which our attention lacks: zero is exact, else refused."""
+    model = hf_model("Llama", attention_bias=True)
+    model.save_pretrained(str(tmp_path / "nonzero"))
+    with pytest.raises(ValueError, match=r"self_attn\.o_proj\.bias.*nonzero"):
+        load_hf(str(tmp_path / "nonzero"))
+
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.bias.zero_()
+    model.save_pretrained(str(tmp_path / "zero"))
+    cfg, state = load_hf(str(tmp_path / "zero"))
+    assert cfg.qkv_bias and not cfg.qk_norm
+    np.testing.assert_allclose(our_logits(cfg, state), torch_logits(model), atol=1e-4, rtol=1e-4)
+    save_hf(cfg, state, str(tmp_path / "export"))  # attention_bias=True with zero o_proj biases
+    exported = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "export")).eval()
+    np.testing.assert_allclose(torch_logits(exported), torch_logits(model), atol=1e-4, rtol=1e-4)

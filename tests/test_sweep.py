@@ -1,0 +1,318 @@
+"""shared.sweep against a fake launcher (a tiny stdlib script writing config.json, metrics.jsonl, summary.json)."""
+import ast
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from shared.sweep import format_override_value, parse_override_args, plan_slots, point_command, run_sweep
+from shared.sweep.runner import visible_gpus
+from shared.sweep.table import Point, load_sweep
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Writes what the real launcher writes, from its overrides: eval/loss = lr * 10 + seed / 100 + 1 / step.
+FAKE_LAUNCHER = textwrap.dedent('''
+    import json, os, sys
+    args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
+    workdir = args["workdir"]
+    overrides = {k[len("config."):]: v for k, v in args.items() if k.startswith("config.")}
+    with open(os.environ["FAKE_LAUNCH_MARKER"], "a") as f:
+        f.write(os.path.basename(workdir) + " " + args["config"] + "\\n")
+    resumed = os.path.exists(os.path.join(workdir, "metrics.jsonl"))
+    print("fake launcher:", workdir, "resumed" if resumed else "fresh")
+    if overrides.get("fail") == "True":
+        for i in range(30):
+            print(f"log line {i}")
+        sys.exit(3)
+    lr, seed, steps = float(overrides["optim.lr"]), int(overrides.get("seed", 0)), int(overrides["train.steps"])
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+        json.dump({"optim": {"lr": lr}, "seed": seed, "train": {"steps": steps}, "arg": args["config"]}, f)
+    losses = {s: lr * 10 + seed / 100 + 1 / s for s in range(1, steps + 1)}
+    with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
+        for s, loss in losses.items():
+            f.write(json.dumps({"step": s, "train/loss": loss + 0.5, "eval/loss": loss}) + "\\n")
+    summary = {"eval/loss": losses[steps], "accuracy": 1 - lr, "device_kind": "cpu", "num_devices": 8,
+               "wall_time_s": 0.01}
+    with open(os.path.join(workdir, "summary.json"), "w") as f:
+        json.dump(summary, f)
+''')
+
+TABLE = textwrap.dedent('''
+    from shared.config.base import base_config
+
+    def get_config(arg=None):
+        c = base_config()
+        c.fail = False
+        return c
+
+    def get_sweep(arg=None):
+        points = [dict(name=f"lr{lr}_s{seed}", overrides={"optim.lr": lr, "seed": seed})
+                  for lr in (0.1, 0.2) for seed in (0, 1, 2)]
+        if arg == "with_failure":
+            points.append(dict(name="broken", overrides={"optim.lr": 0.3, "seed": 0, "fail": True}))
+        return dict(name="lr_table", points=points, columns=["eval/loss", "accuracy"], group=["optim.lr"],
+                    plot=dict(kind=PLOT_KIND, metric="eval/loss", x="step", label="optim.lr"))
+''')
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    """A table file, the fake launcher and the marker file that counts launches."""
+    launcher = tmp_path / "fake_launcher.py"
+    launcher.write_text(FAKE_LAUNCHER)
+    marker = tmp_path / "launches.txt"
+    monkeypatch.setenv("FAKE_LAUNCH_MARKER", str(marker))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # CPU: no GPU slots, whatever this machine has
+
+    def table(plot_kind="curves"):
+        path = tmp_path / f"table_{plot_kind}.py"
+        path.write_text(TABLE.replace("PLOT_KIND", repr(plot_kind)))
+        return str(path)
+
+    def launches():
+        return marker.read_text().splitlines() if marker.exists() else []
+
+    return dict(table=table, launcher=[sys.executable, str(launcher)], launches=launches,
+                workdir=str(tmp_path / "sweep"))
+
+
+def expected_loss(lr, seed, steps):
+    return lr * 10 + seed / 100 + 1 / steps
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_override_values_are_formatted_for_ml_collections():
+    assert format_override_value("adamw") == "adamw"
+    assert format_override_value("a b/c.txt") == "a b/c.txt"
+    assert format_override_value(True) == "True" and format_override_value(False) == "False"
+    assert format_override_value(3) == "3"
+    assert format_override_value(1e-3) == "0.001" and format_override_value(1e-5) == "1e-05"
+    assert format_override_value(np.float32(0.5)) == "0.5" and format_override_value(np.int64(7)) == "7"
+    assert format_override_value(None) == "None"
+    assert ast.literal_eval(format_override_value(["lm", "scalar"])) == ["lm", "scalar"]
+    assert ast.literal_eval(format_override_value([("math/boxed", 1.0), ("x", np.float64(0.2))])) == \
+        [("math/boxed", 1.0), ("x", 0.2)]
+    with pytest.raises(TypeError, match="cannot be passed"):
+        format_override_value(object())
+
+
+def test_formatted_values_parse_with_ml_collections_config_flags(tmp_path, monkeypatch):
+    from absl import flags
+    from ml_collections import config_flags
+
+    config = tmp_path / "cfg.py"
+    config.write_text("from shared.config.base import base_config\n"
+                      "def get_config(arg=None):\n    c = base_config()\n    c.pair = (1, 2)\n    return c\n")
+    values = {"optim.lr": 1e-5, "train.progress": False, "data.path": "a b/c.txt", "train.steps": np.int64(7),
+              "pair": (3, 4, 5), "optim.b2": 1}
+    argv = [a for a in point_command(["prog"], str(config), Point("p", values, None), "wd", {})
+            if not a.startswith("--workdir")]
+    monkeypatch.setattr(sys, "argv", argv)  # config_flags reads the overrides from sys.argv
+    flag_values = flags.FlagValues()
+    config_flags.DEFINE_config_file("config", flag_values=flag_values)
+    flag_values(argv)
+    c = flag_values.config
+    assert (c.optim.lr, c.train.progress, c.data.path, c.train.steps, c.pair, c.optim.b2) == \
+        (1e-5, False, "a b/c.txt", 7, (3, 4, 5), 1.0)
+
+
+def test_point_command_and_cli_overrides():
+    extra = parse_override_args(["--config.train.steps=5", "optim.lr=0.5"])
+    assert extra == {"train.steps": "5", "optim.lr": "0.5"}
+    command = point_command(["python", "-m", "shared.launch"], "experiments/x/t.py",
+                            Point("a", {"optim.lr": 0.1, "seed": 2}, "smoke"), "out/a", extra)
+    # The command line's value wins and each key appears once (tuple flags would otherwise accumulate).
+    assert command == ["python", "-m", "shared.launch", "--config=experiments/x/t.py:smoke", "--workdir=out/a",
+                       "--config.optim.lr=0.5", "--config.seed=2", "--config.train.steps=5"]
+    with pytest.raises(ValueError, match="--config.a.b=value"):
+        parse_override_args(["--config.novalue"])
+
+
+def test_gpu_slots(monkeypatch):
+    assert plan_slots(["0", "1", "2"], None) == ["0", "1", "2"]
+    assert plan_slots(["0", "1", "2"], 2) == ["0", "1"]
+    assert plan_slots(["0", "1", "2", "3"], None, gpus_per_point=2) == ["0,1", "2,3"]
+    assert plan_slots([], None) == [None]           # CPU: one at a time
+    assert plan_slots([], 3) == [None] * 3          # unless --parallel
+    assert plan_slots(["0"], None) == [None]        # one GPU: leave CUDA_VISIBLE_DEVICES alone
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert visible_gpus() == ["2", "5"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert visible_gpus() == []
+
+
+def test_sweep_results_plot_manifest_and_resume(setup):
+    table = setup["table"]("curves")
+    result = run_sweep(table, setup["workdir"], parallel=2, extra_overrides=["--config.train.steps=4"],
+                       launcher_cmd=setup["launcher"], echo=False)
+    assert result.ok and len(setup["launches"]()) == 6
+
+    rows = read_csv(os.path.join(setup["workdir"], "results.csv"))
+    assert [r["name"] for r in rows] == [f"lr{lr}_s{s}" for lr in (0.1, 0.2) for s in (0, 1, 2)]
+    for row in rows:
+        lr, seed = float(row["optim.lr"]), int(row["seed"])
+        with open(os.path.join(setup["workdir"], row["name"], "summary.json")) as f:
+            summary = json.load(f)
+        assert row["status"] == "finished"
+        assert float(row["eval/loss"]) == summary["eval/loss"] == pytest.approx(expected_loss(lr, seed, 4))
+        assert float(row["accuracy"]) == pytest.approx(1 - lr)
+
+    # Aggregation over seeds, by hand: sample std (ddof=1).
+    md = open(os.path.join(setup["workdir"], "results.md")).read()
+    for lr in (0.1, 0.2):
+        losses = [expected_loss(lr, s, 4) for s in (0, 1, 2)]
+        mean, std = statistics.fmean(losses), float(np.std(losses, ddof=1))
+        assert f"| {lr:.4g} | 3 | {mean:.4g} ± {std:.2g} |" in md
+    assert f"| lr0.2_s1 | finished | 0.2 | 1 | {expected_loss(0.2, 1, 4):.4g} | 0.8 |" in md
+
+    with open(os.path.join(setup["workdir"], "lr_table.png"), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+    manifest = json.load(open(os.path.join(setup["workdir"], "manifest.json")))
+    assert {"git", "command_line", "points", "hardware", "libraries", "start_time", "end_time",
+            "wall_time_s"} <= set(manifest)
+    assert set(manifest["git"]) >= {"commit", "dirty"}
+    assert manifest["git"]["commit"] is None or len(manifest["git"]["commit"]) == 40
+    assert manifest["points"]["lr0.1_s2"]["config"] == {"optim": {"lr": 0.1}, "seed": 2, "train": {"steps": 4},
+                                                      "arg": table}
+    assert manifest["hardware"]["device_kind"] == ["cpu"] and manifest["hardware"]["num_devices"] == [8]
+    assert {"jax", "flax", "optax", "orbax-checkpoint", "grain", "numpy"} <= set(manifest["libraries"])
+    assert "--config.train.steps=4" in manifest["command_line"]
+
+    # Re-running launches nothing and rewrites the same table.
+    again = run_sweep(table, setup["workdir"], extra_overrides=["--config.train.steps=4"],
+                      launcher_cmd=setup["launcher"], echo=False)
+    assert again.launched == [] and len(setup["launches"]()) == 6
+    assert read_csv(os.path.join(setup["workdir"], "results.csv")) == rows
+
+
+def test_failing_point_is_reported_and_others_finish(setup, capsys):
+    table = setup["table"]("bars") + ":with_failure"
+    # Through the command line, which must exit non-zero.
+    proc = subprocess.run([sys.executable, "-m", "shared.sweep", f"--config={table}",
+                           f"--workdir={setup['workdir']}", "--config.train.steps=3",
+                           "--launcher", " ".join(setup["launcher"])],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAILED broken: return code 3" in proc.stdout
+    assert "log line 29" in proc.stdout and "log line 5\n" not in proc.stdout.split("FAILED broken")[-1]
+    rows = {r["name"]: r for r in read_csv(os.path.join(setup["workdir"], "results.csv"))}
+    assert rows["broken"]["status"] == "failed" and rows["broken"]["eval/loss"] == ""
+    assert all(r["status"] == "finished" for name, r in rows.items() if name != "broken")
+    assert "failed (return code 3)" in open(os.path.join(setup["workdir"], "results.md")).read()
+    assert os.path.exists(os.path.join(setup["workdir"], "lr_table.png"))  # bars with error bars
+    log = open(os.path.join(setup["workdir"], "broken", "log.txt")).read()
+    assert "log line 0" in log and "log line 29" in log
+
+    # Only the failed point is retried, in the same workdir.
+    result = run_sweep(table, setup["workdir"], extra_overrides={"train.steps": 3},
+                       launcher_cmd=setup["launcher"], echo=False)
+    assert result.launched == ["broken"] and [o.name for o in result.failed] == ["broken"]
+    assert result.failed[0].returncode == 3 and "log line 29" in result.failed[0].log_tail
+    assert "log line 9\n" not in result.failed[0].log_tail  # the last 20 lines only
+
+
+def test_only_and_unfinished_point_rerun_in_place(setup):
+    table = setup["table"]()
+    result = run_sweep(table, setup["workdir"], only="lr0.1_s0,lr0.2_s0",
+                       extra_overrides=["--config.train.steps=2"], launcher_cmd=setup["launcher"], echo=False)
+    assert sorted(result.launched) == ["lr0.1_s0", "lr0.2_s0"]
+    rows = {r["name"]: r["status"] for r in read_csv(os.path.join(setup["workdir"], "results.csv"))}
+    assert rows["lr0.1_s0"] == "finished" and rows["lr0.1_s1"] == "not run"
+
+    # An interrupted point (metrics but no summary) is re-run with the same command in the same folder.
+    interrupted = os.path.join(setup["workdir"], "lr0.1_s1")
+    os.makedirs(interrupted)
+    with open(os.path.join(interrupted, "metrics.jsonl"), "w") as f:
+        f.write('{"step": 1, "eval/loss": 9.0}\n')
+    result = run_sweep(table, setup["workdir"], extra_overrides=["--config.train.steps=2"],
+                       launcher_cmd=setup["launcher"], echo=False)
+    assert sorted(result.launched) == ["lr0.1_s1", "lr0.1_s2", "lr0.2_s1", "lr0.2_s2"] and result.ok
+    assert "resumed" in open(os.path.join(interrupted, "log.txt")).read()
+    assert len(setup["launches"]()) == 6
+
+
+def test_bad_tables_fail_before_launching(setup, tmp_path):
+    table = setup["table"]()
+    with pytest.raises(ValueError, match="'optim.lrr'.*did you mean 'lr'"):
+        run_sweep(table, setup["workdir"], extra_overrides=["--config.optim.lrr=1"],
+                  launcher_cmd=setup["launcher"], echo=False)
+    with pytest.raises(ValueError, match="unknown point.*nope"):
+        run_sweep(table, setup["workdir"], only="nope", launcher_cmd=setup["launcher"], echo=False)
+    mixed = tmp_path / "mixed.py"
+    mixed.write_text(TABLE.replace("PLOT_KIND", "'bars'").replace(
+        '"seed": seed}', '"seed": seed, "train.steps": 2 + seed}'))
+    with pytest.raises(ValueError, match="differ in 'train.steps'"):
+        load_sweep(str(mixed))
+    assert setup["launches"]() == []
+
+
+def test_dry_run_launches_nothing(setup, capsys):
+    run_sweep(setup["table"](), setup["workdir"], dry_run=True, launcher_cmd=setup["launcher"])
+    out = capsys.readouterr().out
+    assert "would run" in out and "--config.optim.lr=0.2" in out and "--config.seed=2" in out
+    assert setup["launches"]() == [] and not os.path.exists(os.path.join(setup["workdir"], "results.csv"))
+
+
+def test_point_arg_variant_and_no_jax_in_sweep_process(setup, tmp_path):
+    table = tmp_path / "variants.py"
+    table.write_text(textwrap.dedent('''
+        from shared.config.base import base_config
+        def get_config(arg=None):
+            return base_config()
+        def get_sweep(arg=None):
+            return dict(name="variants", columns=["eval/loss"],
+                        points=[dict(name="default", overrides={"optim.lr": 0.1}),
+                                dict(name="small", overrides={"optim.lr": 0.1}, arg="smoke")])
+    '''))
+    result = run_sweep(str(table), setup["workdir"], extra_overrides=["--config.train.steps=2"],
+                       launcher_cmd=setup["launcher"], echo=False)
+    assert result.ok and "plot" not in result.outputs  # no plot spec, no plot
+    rows = read_csv(os.path.join(setup["workdir"], "results.csv"))
+    assert [(r["name"], r["arg"]) for r in rows] == [("default", ""), ("small", "smoke")]
+    manifest = json.load(open(os.path.join(setup["workdir"], "manifest.json")))
+    assert manifest["points"]["small"]["config"]["arg"] == f"{table}:smoke"
+
+    # The scheduler process never imports jax (it would grab GPUs the points need).
+    probe = ("import sys; from shared.sweep import load_sweep; import shared.sweep.__main__; "
+             f"load_sweep({str(table)!r}); print('jax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_command_line_parsing():
+    from shared.sweep.__main__ import parse_args
+
+    args = parse_args(["--config", "t.py:smoke", "--workdir=out", "--parallel=2", "--only=a,b", "--dry_run",
+                       "--config.optim.lr=0.1", "--config.data.path", "a b.txt"])
+    assert args == {"config_path": "t.py:smoke", "workdir": "out", "parallel": 2, "only": "a,b", "dry_run": True,
+                    "gpus_per_point": 1, "launcher_cmd": None,
+                    "extra_overrides": ["--config.optim.lr=0.1", "--config.data.path=a b.txt"]}
+    with pytest.raises(SystemExit, match="unknown argument '--paralel=2'"):
+        parse_args(["--config=t.py", "--workdir=out", "--paralel=2"])
+    with pytest.raises(SystemExit, match="--workdir is required"):
+        parse_args(["--config=t.py"])
+
+
+def test_unreadable_summary_marks_point_failed(setup):
+    table = setup["table"]()
+    run_sweep(table, setup["workdir"], only=["lr0.1_s0", "lr0.1_s1"], extra_overrides=["--config.train.steps=2"],
+              launcher_cmd=setup["launcher"], echo=False)
+    with open(os.path.join(setup["workdir"], "lr0.1_s1", "summary.json"), "w") as f:
+        f.write('{"eval/loss": 1.')  # e.g. written non-atomically and cut short
+    result = run_sweep(table, setup["workdir"], only=["lr0.1_s0"], launcher_cmd=setup["launcher"], echo=False)
+    assert [o.name for o in result.failed] == ["lr0.1_s1"] and "invalid JSON" in result.failed[0].reason
+    rows = {r["name"]: r["status"] for r in read_csv(os.path.join(setup["workdir"], "results.csv"))}
+    assert rows == {"lr0.1_s0": "finished", "lr0.1_s1": "failed", "lr0.1_s2": "not run", "lr0.2_s0": "not run",
+                    "lr0.2_s1": "not run", "lr0.2_s2": "not run"}
