@@ -294,3 +294,8 @@ def test_validate_runs_every_check_and_the_extension_point(registries_with_base_
     with pytest.raises(ConfigError) as e:
         validate(c, 8)
     assert_one_line(e, "model.n_heads=6 is not divisible by mesh tensor=4")
+
+
+def test_preset_for_fewer_devices_uses_the_first_ones():
+    # cpu_1 under 8 fake devices (and gpu_1 on a 4-GPU host) runs on the first device(s).
+    assert validate_module.check_mesh(mesh_config("cpu_1"), 8) == {"data": 1, "fsdp": 1, "tensor": 1}

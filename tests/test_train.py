@@ -152,7 +152,9 @@ def test_resume_after_sigkill_equals_uninterrupted(tmp_path):
     straight, killed = str(tmp_path / "straight"), str(tmp_path / "killed")
     rc, out = launch(straight)
     assert rc == 0, out
-    rc, out = launch(killed, "--config.train.kill_at_step=5")
+    # Synchronous saves make the kill land after the step-3 checkpoint is complete, so the rerun must resume
+    # (an async save still in flight at the kill is discarded by orbax, and the rerun would start over).
+    rc, out = launch(killed, "--config.train.kill_at_step=5", "--config.train.async_checkpoint=False")
     assert rc == -signal.SIGKILL, out
     assert not os.path.exists(os.path.join(killed, "summary.json"))
     rc, out = launch(killed)

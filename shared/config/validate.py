@@ -94,9 +94,10 @@ def check_mesh(config: ml_collections.ConfigDict, num_devices: int, platform: st
         raise ConfigError(f"mesh.preset: preset {mesh_cfg.preset!r} is for {preset['platform']}, but jax runs on "
                           f"{platform} (pick a {platform} preset, or --mesh=auto)")
     expected = preset.get("num_devices")
-    if expected is not None and expected != num_devices:
-        raise ConfigError(f"mesh.preset: preset {mesh_cfg.preset!r} expects {expected} devices, but {num_devices} "
-                          f"are present (pick the preset for this machine, or --mesh=auto)")
+    # A preset for fewer devices than present runs on the first ones (shared.sharding.usable_device_count).
+    if expected is not None and expected > num_devices:
+        raise ConfigError(f"mesh.preset: preset {mesh_cfg.preset!r} expects {expected} devices, but only "
+                          f"{num_devices} are present (pick the preset for this machine, or --mesh=auto)")
     from shared.sharding import resolve_mesh_shape
 
     try:

@@ -43,19 +43,30 @@ def token_cross_entropy(logits: jax.Array, targets: jax.Array) -> tuple[jax.Arra
     """
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits shape {logits.shape} does not match targets shape {targets.shape} (+ vocab axis)")
+    nll, log_z, _ = _xent_parts(logits, targets)
+    return nll, log_z
+
+
+def _xent_parts(logits: jax.Array, targets: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(nll, log_z, correct) in few passes over the [B,T,V] logits: max, exp-sum and the target pick each
+    fuse with the float32 convert, and `correct` reuses the max instead of a separate argmax pass
+    (a tie with the target counts as correct)."""
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"logits shape {logits.shape} does not match targets shape {targets.shape} (+ vocab axis)")
     logits = logits.astype(jnp.float32)
-    log_z = jax.nn.logsumexp(logits, axis=-1)
-    target_logit = jnp.sum(logits * jax.nn.one_hot(targets, logits.shape[-1], dtype=jnp.float32), axis=-1)
-    return log_z - target_logit, log_z
+    max_logit = jax.lax.stop_gradient(jnp.max(logits, axis=-1))
+    log_z = max_logit + jnp.log(jnp.sum(jnp.exp(logits - max_logit[..., None]), axis=-1))
+    vocab_ids = jax.lax.broadcasted_iota(jnp.int32, logits.shape, logits.ndim - 1)
+    target_logit = jnp.sum(jnp.where(vocab_ids == targets[..., None], logits, 0.0), axis=-1)
+    return log_z - target_logit, log_z, (target_logit >= max_logit).astype(jnp.float32)
 
 
 def token_sums(logits: jax.Array, targets: jax.Array, weights: jax.Array, z_loss: float = 0.0
                ) -> dict[str, jax.Array]:
     """Sum-form statistics over weighted tokens; add these across micro-batches, then `metrics_from_sums`."""
     weights = weights.astype(jnp.float32)
-    nll, log_z = token_cross_entropy(logits, targets)
+    nll, log_z, correct = _xent_parts(logits, targets)
     z_term = z_loss * jnp.square(log_z)  # PaLM / MaxText z-loss: keeps the softmax normaliser near 1
-    correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
     xent_sum = jnp.sum(nll * weights)
     z_loss_sum = jnp.sum(z_term * weights)
     return {

@@ -100,13 +100,13 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
         grads = jax.tree.map(lambda g: g / weight, grads)
         metrics = _unweighted(sums)
         grad_norm = optax.global_norm(grads)
-        updates, new_opt = optimizer.update(grads, state["opt"], params)
-        new_params = optax.apply_updates(params, updates)
         finite = jnp.isfinite(metrics["loss"]) & jnp.isfinite(grad_norm)
-        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)  # noqa: E731
+        updates, new_opt = optimizer.update(grads, state["opt"], params)
+        # Zeroing the update (fused into the parameter add) instead of selecting between two parameter trees.
+        updates = jax.tree.map(lambda u: jnp.where(finite, u, jnp.zeros_like(u)), updates)
         new_state = {
-            "params": keep(new_params, params),
-            "opt": keep(new_opt, state["opt"]),
+            "params": optax.apply_updates(params, updates),
+            "opt": jax.tree.map(lambda n, o: jnp.where(finite, n, o), new_opt, state["opt"]),
             "step": state["step"] + 1,
             "rng": rng,
             "nonfinite": state["nonfinite"] + (1 - finite.astype(jnp.int32)),

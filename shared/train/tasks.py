@@ -30,8 +30,26 @@ def sample_text(trainer: Trainer, tokenizer, prompt: str, max_new_tokens: int) -
     return tokenizer.decode(new)
 
 
+def finished_summary(workdir: str, config) -> dict | None:
+    """The summary of a run that already reached train.steps in this workdir (re-running it is a no-op)."""
+    import json
+    import os
+
+    path = os.path.join(workdir, "summary.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        summary = json.load(f)
+    return summary if summary.get("steps", -1) >= config.train.steps else None
+
+
 @TASKS.register("pretrain")
 def pretrain(config, workdir: str) -> dict:
+    done = finished_summary(workdir, config)
+    if done is not None:
+        print(f"[pretrain] {workdir} already finished {done['steps']} steps (summary.json); nothing to do. "
+              f"Raise --config.train.steps to train on.", flush=True)
+        return done
     tokenizer, train_iter, eval_batches = build_data(config, workdir)
     trainer = Trainer(config, workdir)
     print(f"[pretrain] {sum(x.size for x in jax.tree.leaves(trainer.params)) / 1e6:.2f}M parameters, "
