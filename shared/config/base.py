@@ -97,6 +97,8 @@ def base_config() -> ml_collections.ConfigDict:
     c.train.progress = True       # console progress bar
     c.train.sample_at_end = ""    # prompt to sample a completion from when training ends ("" = none)
     c.train.sample_tokens = 64
+    c.train.init_from = ""        # warm start when the workdir has no checkpoint: "hf:<dir>" (HF safetensors) or
+                                  # "params:<dir>" (shared.checkpoint.export_params output); "" = random init
     c.train.hooks = []            # HOOKS registry names, called on_step / on_eval / on_save
     c.train.diverge_loss = 0.0    # > 0: a finite train loss above this also counts as divergence (sweeps)
     c.train.kill_at_step = 0      # testing aid: SIGKILL this process right after this step; 0 = off

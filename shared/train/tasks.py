@@ -30,6 +30,28 @@ def sample_text(trainer: Trainer, tokenizer, prompt: str, max_new_tokens: int) -
     return tokenizer.decode(new)
 
 
+def params_initializer(config):
+    """train.init_from -> `init(abstract_params) -> params` for Trainer(init_params=...), or None."""
+    spec = config.train.init_from
+    if not spec:
+        return None
+    kind, _, path = spec.partition(":")
+    if kind == "hf":
+        def init(abstract):
+            from shared.model.convert import load_hf
+
+            _, state = load_hf(path, config.model)
+            return jax.tree.map(lambda x, a: jax.device_put(x, a.sharding), state.to_pure_dict(), abstract)
+    elif kind == "params":
+        def init(abstract):
+            from shared.checkpoint import import_params
+
+            return import_params(path, abstract)
+    else:
+        raise ValueError(f"train.init_from={spec!r}: expected 'hf:<dir>' or 'params:<dir>'")
+    return init
+
+
 def finished_summary(workdir: str, config) -> dict | None:
     """The summary of a run that already reached train.steps in this workdir (re-running it is a no-op)."""
     import json
@@ -51,7 +73,7 @@ def pretrain(config, workdir: str) -> dict:
               f"Raise --config.train.steps to train on.", flush=True)
         return done
     tokenizer, train_iter, eval_batches = build_data(config, workdir)
-    trainer = Trainer(config, workdir)
+    trainer = Trainer(config, workdir, init_params=params_initializer(config))
     print(f"[pretrain] {sum(x.size for x in jax.tree.leaves(trainer.params)) / 1e6:.2f}M parameters, "
           f"mesh {dict(trainer.mesh.shape)}, attention {trainer.attention}, steps {trainer.start_step}->"
           f"{config.train.steps}", flush=True)

@@ -89,9 +89,7 @@ class Trainer:
                                   "nonfinite": jnp.zeros((), jnp.int32)}, replicated)
         # Leaves jit left on one device (optimizer counters) are replicated, so a restored state (committed to
         # the shardings saved here) lives on the same devices as the params.
-        mesh_devices = set(self.mesh.devices.flat)
-        opt_state = jax.tree.map(
-            lambda x: x if set(x.sharding.device_set) == mesh_devices else jax.device_put(x, replicated), opt_state)
+        opt_state = self._replicate_stray(opt_state)
         self.state = {"params": params, "opt": opt_state, **scalars}
         self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep_checkpoints,
                                          async_save=config.train.async_checkpoint)
@@ -106,7 +104,7 @@ class Trainer:
         elif init_params is not None:
             abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
             self.state["params"] = init_params(abstract)
-            self.state["opt"] = jax.jit(self.optimizer.init)(self.state["params"])
+            self.state["opt"] = self._replicate_stray(jax.jit(self.optimizer.init)(self.state["params"]))
 
         self._train_step = jax.jit(make_train_step(self.graphdef, self.loss_fn, self.optimizer, self.schedule,
                                                    config, self.mesh), donate_argnums=0)
@@ -118,6 +116,13 @@ class Trainer:
         self._nonfinite_reported = 0
 
     # ------------------------------------------------------------------ helpers
+    def _replicate_stray(self, tree):
+        """Replicates leaves that jit left on a single device (optimizer counters) over the mesh."""
+        mesh_devices = set(self.mesh.devices.flat)
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+        return jax.tree.map(
+            lambda x: x if set(x.sharding.device_set) == mesh_devices else jax.device_put(x, replicated), tree)
+
     @property
     def params(self):
         return self.state["params"]
