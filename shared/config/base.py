@@ -42,6 +42,57 @@ def model_config() -> ml_collections.ConfigDict:
     return m
 
 
+def rl_config() -> ml_collections.ConfigDict:
+    """config.rl: the RL algorithm knobs (shared/rl/algorithms.py) and the learner's (shared/rl/learner.py)."""
+    c = ml_collections.ConfigDict()
+    c.advantage = "grpo"             # ADVANTAGES name: grpo | drgrpo | rloo | reinforce++ | reinforce++-baseline | gae
+    c.policy_loss = "ppo-clip"       # POLICY_LOSSES name: ppo-clip | gspo | gmpo
+    c.loss_agg = "token-mean"        # ppo-clip aggregation (AGG_MODES); GRPO paper seq-mean-token-mean,
+                                     # Dr. GRPO seq-mean-token-sum-norm, DAPO/verl token-mean; gspo/gmpo ignore it
+    c.loss_agg_max_len = 0           # L_max of seq-mean-token-sum-norm (Dr. GRPO); 0 = padded response length T
+    c.eps_low = 0.2                  # ppo-clip/gspo: ratio >= 1 - eps_low binds for A < 0; gmpo: log-ratio bound
+    c.eps_high = 0.2                 # ratio <= 1 + eps_high binds for A > 0. DAPO clip-higher: 0.28;
+                                     # GSPO paper: 3e-4 / 4e-4; GMPO paper: 0.4 / 0.4 (log space)
+    c.dual_clip = 0.0                # ppo-clip dual clip c (> 1) caps the loss of A < 0 tokens at -c*A; 0 = off
+                                     # (verl default 3.0)
+    c.adv_eps = 1e-6                 # grpo: eps added to the group std (verl, Tunix 1e-6; TRL 1e-4)
+    c.scale_by_std = True            # grpo: divide by the group std (drgrpo = grpo without it)
+    c.gamma = 1.0                    # gae, reinforce++: discount
+    c.lam = 1.0                      # gae: GAE lambda (verl 1.0; TRL/Tunix 0.95)
+    c.whiten_advantages = True       # gae: whiten A over the batch's masked tokens (reinforce++* always whiten)
+    c.kl_coef = 0.0                  # beta of the KL to the reference (GRPO paper 0.04, verl 0.001; DAPO/Dr. GRPO 0)
+    c.kl_kind = "k3"                 # KL estimator k1 | k2 | k3 | k3+ (in the loss: k3; in the reward verl uses k1)
+    c.kl_in_reward = False           # ppo/reinforce++/rloo: fold -beta*kl into token rewards instead of the loss
+    c.entropy_coef = 0.0             # learner: loss -= entropy_coef * aggregate(token entropy) (verl 0)
+    c.value_coef = 0.5               # gae/ppo: weight of the value loss when the critic shares the optimizer
+    c.value_clip = 0.2               # gae/ppo: value clip c_v around V_old (TRL/Tunix 0.2, verl 0.5)
+    c.overlong_len = 0               # DAPO overlong shaping L_max (tokens); 0 = off
+    c.overlong_cache = 0             # DAPO overlong buffer L_cache (tokens); penalty ramps over the last L_cache
+    c.overlong_penalty = 1.0         # DAPO overlong penalty factor phi
+    c.dynamic_sampling = False       # DAPO: keep only groups whose rewards differ (filter_informative_groups)
+    c.mask_truncated = False         # DAPO overlong filtering: zero the loss mask of truncated completions
+    # The learner (shared/rl/learner.py).
+    c.task = "rl/arithmetic"         # DATASETS name of the prompt set (shared/rl/tasks.py)
+    c.task_options = ml_collections.ConfigDict()  # kwargs of the task function (e.g. path for loaders)
+    c.n_train = 2000                 # training examples drawn from the task
+    c.n_eval = 128                   # test and ood examples for evaluation
+    c.rewards = [("task", 1.0)]      # (REWARDS name, weight); "task" = the task's own checker
+    c.prompts_per_step = 16          # B: prompts per rollout batch
+    c.group_size = 8                 # G: samples per prompt
+    c.num_iterations = 1             # passes over each rollout batch (mu in GRPO)
+    c.mini_batches = 1               # optimizer steps per pass
+    c.max_new_tokens = 16
+    c.temperature = 1.0
+    c.top_k = 0
+    c.top_p = 1.0
+    c.stop_strings = []
+    c.dynamic_sampling_max_tries = 4 # DAPO refill: extra rollout batches drawn to replace dropped groups
+    c.eval_every = 50                # RL steps between greedy evaluations on the test and ood sets
+    c.eval_samples = 8               # n for pass@k / avg@n at evaluation (0 = greedy only)
+    c.warmup_sft_steps = 0           # > 0: first run SFT on the task's gold completions in <workdir>/sft
+    return c
+
+
 def base_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.project = ""                # imports projects.<project> so its registrations run; "" = shared only
@@ -60,10 +111,14 @@ def base_config() -> ml_collections.ConfigDict:
     c.data.val_fraction = 0.05
     c.data.tokenizer = "byte"     # TOKENIZERS registry: byte | sentencepiece | hf
     c.data.tokenizer_path = ""    # existing .model / tokenizer.json; sentencepiece trains one into the workdir if empty
+    c.data.sp_model_type = "bpe"  # sentencepiece: bpe | unigram
+    c.data.tokenizer_train_chars = 5_000_000  # characters of training text sentencepiece samples
     c.data.seq_len = 256
     c.data.shuffle_buffer = 0     # 0 = global index shuffle (grain MapDataset)
     c.data.num_workers = 0
     c.data.max_docs = 0           # 0 = all; caps documents read (smoke tests)
+
+    c.rl = rl_config()
 
     c.optim = ml_collections.ConfigDict()
     c.optim.name = "adamw"        # OPTIMIZERS registry

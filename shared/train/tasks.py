@@ -11,8 +11,16 @@ def build_data(config, workdir):
     """(tokenizer, train iterator, eval batches) for this process, from config.data."""
     from shared.data import build_tokenizer, load_texts, make_eval_batches, make_train_iterator
 
-    tokenizer = build_tokenizer(config.data, workdir, config.model.vocab_size,
-                                train_texts=lambda: load_texts(config)[0])
+    def make_tokenizer():
+        return build_tokenizer(config.data, workdir, config.model.vocab_size, train_texts=lambda: load_texts(config)[0])
+
+    if jax.process_count() > 1:
+        # Process 0 trains (and caches) a sentencepiece model first; the others then load the cached file.
+        from jax.experimental import multihost_utils
+        if jax.process_index() == 0:
+            make_tokenizer()
+        multihost_utils.sync_global_devices("tokenizer ready")
+    tokenizer = make_tokenizer()
     local_batch = config.train.batch_size // jax.process_count()
     shard = dict(process_index=jax.process_index(), process_count=jax.process_count())
     train_iter = make_train_iterator(config, tokenizer, local_batch_size=local_batch, **shard)

@@ -1,0 +1,74 @@
+"""SFT warm start on the procedural arithmetic task (the policy an RL run on rl/arithmetic starts from).
+
+    python -m shared.launch --config=experiments/rl/sft_arithmetic.py --workdir=runs/sft_arithmetic
+    python -m shared.launch --config=experiments/rl/sft_arithmetic.py:smoke --workdir=/tmp/sft_smoke
+
+A byte-level Llama-style model learns "Q: 47+38=\\nA:" -> " 85" (+ - * on 1-2 digit operands) with the loss on
+the completion tokens only (train.loss = "sft_xent"), from 10,000 training problems; test problems are
+disjoint from them. After training it decodes test (and 3-digit ood) problems greedily and reports
+eval/greedy_accuracy and eval/greedy_accuracy_ood in summary.json. The numbers measured on one CPU are in
+the docstring of `get_config`. `:smoke` is the CI variant (cpu_8 mesh, a few steps).
+"""
+import ml_collections
+
+from shared.config.base import base_config
+
+
+def get_config(arg=None):
+    """Default: ~0.8M parameters, 600 steps of 64 examples on one CPU (cpu_1).
+
+    Measured (2-core shared CPU, jax 0.10.2): see the report of the run that added this file; the greedy
+    test accuracy is clearly above chance (exact match on a 1-4 digit answer).
+    """
+    c = base_config()
+    c.task = "sft"
+    c.model.vocab_size = 384      # 259 byte ids, padded to a multiple of 128 for the tensor axis
+    c.model.d_model = 128
+    c.model.n_layers = 4
+    c.model.n_heads = 4
+    c.model.n_kv_heads = 4
+    c.model.head_dim = 32
+    c.model.d_ff = 512
+    c.model.remat = "none"
+    c.model.dtype = "float32"     # CPU: bf16 matmuls are slower than fp32 here
+    c.model.max_seq_len = 64
+    c.data.source = "rl/arithmetic"
+    c.data.tokenizer = "byte"
+    c.data.seq_len = 24           # "Q: 47*38=\nA: 1786" is 19 bytes + bos/eos; 3-digit ood prompts fit too
+    c.data.task_options = ml_collections.ConfigDict({"ops": "+-*"})
+    c.data.n_train = 10000
+    c.data.greedy_eval_examples = 200
+    c.data.greedy_eval_tokens = 8
+    c.data.greedy_eval_splits = ["test", "ood"]
+    c.train.loss = "sft_xent"
+    c.train.steps = 600
+    c.train.batch_size = 64
+    c.train.log_every = 20
+    c.train.eval_every = 200
+    c.train.eval_batches = 4
+    c.train.checkpoint_every = 200
+    c.optim.lr = 3e-3
+    c.optim.warmup_steps = 50
+    c.optim.weight_decay = 0.0
+    c.mesh.preset = "cpu_1"
+    if arg == "smoke":
+        c.mesh.preset = "cpu_8"
+        c.model.d_model = 64
+        c.model.n_layers = 2
+        c.model.head_dim = 16
+        c.model.d_ff = 128
+        c.data.n_train = 64
+        c.data.greedy_eval_examples = 4
+        c.data.greedy_eval_tokens = 6
+        c.train.steps = 6
+        c.train.batch_size = 8
+        c.train.micro_batches = 2
+        c.train.log_every = 2
+        c.train.eval_every = 3
+        c.train.eval_batches = 1
+        c.train.checkpoint_every = 3
+        c.train.progress = False
+        c.optim.warmup_steps = 2
+    elif arg is not None:
+        raise ValueError(f"experiments/rl/sft_arithmetic.py: unknown variant {arg!r} (known: smoke)")
+    return c

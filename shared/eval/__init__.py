@@ -1,0 +1,4 @@
+"""Evaluation metrics: pass@k / avg@n / greedy accuracy over checked completions (more to come)."""
+from shared.eval.passk import (  # noqa: F401
+    avg_at_n, greedy_accuracy, judge, pass_at_k, pass_at_k_per_prompt, pass_at_k_single, sample_metrics,
+)

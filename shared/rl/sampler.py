@@ -1,0 +1,364 @@
+"""Batched in-JAX sampler for RL rollouts: bucketed prefill + static-KV-cache decode in one `lax.while_loop`.
+
+Layout of one row in the KV cache (S = P + T slots, P = prompt bucket, T = max_new_tokens):
+
+    slot:      0 ... P-len-1 | P-len ... P-1 | P ... P+T-1
+    content:   left padding  | prompt        | completion (written one token per decode step)
+    position:  (masked)      | 0 ... len-1   | len ... len+T-1
+
+`kv_valid` hides the left padding from every query, and RoPE positions start at 0 at the first real prompt
+token, so a row's completion does not depend on how much padding its batch needed. The log-probs recorded
+for the sampled tokens are those of the untempered model (temperature 1, no top-k/p): the ones a policy
+gradient needs as `logp_old`. `token_logprobs` recomputes them with one full forward (for the learner).
+
+Compiles once per (prompt bucket P, padded batch size, SamplingParams' max_new_tokens/temperature/top_k/top_p);
+stop strings, n and the prompts themselves do not enter the compiled function.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import NamedSharding
+
+from shared import sharding as sh
+from shared.model.transformer import CACHE_AXES, init_cache
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 64
+    temperature: float = 1.0          # 0 = greedy
+    top_k: int = 0                    # 0 = off
+    top_p: float = 1.0                # 1 = off
+    n: int = 1                        # samples per prompt (group size G)
+    prompt_buckets: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048)
+    stop_strings: tuple[str, ...] = ()   # checked on the host after decoding; completion truncated there
+
+
+@dataclasses.dataclass
+class Rollout:
+    """numpy arrays, N = len(prompts) * n, group-contiguous (row i answers prompt i // n)."""
+    prompt_tokens: np.ndarray         # int32 [N, P] left-padded with pad_id (P = bucket)
+    prompt_lengths: np.ndarray        # int32 [N]
+    tokens: np.ndarray                # int32 [N, T] completion, right-padded with pad_id (T = max_new_tokens)
+    mask: np.ndarray                  # float32 [N, T] 1 on generated tokens incl. EOS
+    lengths: np.ndarray               # int32 [N]
+    logprobs: np.ndarray              # float32 [N, T] log p(token) under the untempered model, 0 on padding
+    finished: np.ndarray              # bool [N] ended with EOS or a stop string (else truncated at T)
+    prompt_index: np.ndarray          # int32 [N] = arange(N) // n
+    hidden: np.ndarray | None         # float32 [N, D] mean of final normed hidden states over response tokens
+    texts: list[str] | None           # decoded completions (EOS dropped) when a tokenizer was given
+
+
+# ------------------------------------------------------------------------------------------ pure helpers
+
+
+def _left_align(prompt_tokens, tokens, prompt_lengths):
+    """[N,P] left-padded prompts + [N,T] completions -> [N,P+T] rows that start with the real prompt.
+
+    With the padding moved to the end, plain causal attention (any implementation, cuDNN included, which takes
+    no padding mask) sees exactly the prompt and the preceding completion tokens, and default positions
+    0..S-1 start at the first prompt token. The tail slots repeat the last token; causality makes them inert.
+    """
+    seq = jnp.concatenate([prompt_tokens, tokens.astype(prompt_tokens.dtype)], axis=1)
+    p, s = prompt_tokens.shape[1], seq.shape[1]
+    index = jnp.arange(s)[None, :] + (p - prompt_lengths)[:, None]
+    return jnp.take_along_axis(seq, jnp.minimum(index, s - 1), axis=1)
+
+
+def _completion_positions(prompt_lengths, t: int):
+    """Index, in the left-aligned row, of completion token j (j = 0..t-1): len + j."""
+    return prompt_lengths[:, None] + jnp.arange(t)[None, :]
+
+
+def token_logprobs(graphdef, params, prompt_tokens, tokens, prompt_lengths, attention: str = "xla", *,
+                   mask=None, with_entropy: bool = False):
+    """log p(tokens[:, j] | prompt, tokens[:, :j]) as float32 [N, T], from one full forward over [N, P+T].
+
+    prompt_tokens int[N,P] left-padded, tokens int[N,T] completions, prompt_lengths int[N] (>= 1). Pure and
+    differentiable in `params` (call it inside the learner's jit/grad). The model's remat setting applies.
+    mask [N,T] (optional): the result is multiplied by it (0 on padding, as Rollout.logprobs).
+    with_entropy: also return the entropy [N,T] of the untempered next-token distribution at each position.
+    """
+    model = nnx.merge(graphdef, params)
+    t = tokens.shape[1]
+    aligned = _left_align(prompt_tokens, tokens, prompt_lengths)
+    hidden = model(aligned, hidden="last", attention=attention)["hidden"]  # logits unused: XLA drops them
+    # Completion token j is predicted at the position just before it: len + j - 1.
+    where = jnp.maximum(_completion_positions(prompt_lengths, t) - 1, 0)
+    picked = jnp.take_along_axis(hidden, where[..., None], axis=1)  # [N,T,D]
+    logits = model.heads["lm"](picked, model).astype(jnp.float32)   # vocab projection on T positions only
+    logp_all = jax.nn.log_softmax(logits, axis=-1)
+    logp = jnp.take_along_axis(logp_all, tokens[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    if mask is not None:
+        logp = logp * mask
+    if not with_entropy:
+        return logp
+    entropy = -(jnp.exp(logp_all) * logp_all).sum(-1)
+    if mask is not None:
+        entropy = entropy * mask
+    return logp, entropy
+
+
+def filter_logits(logits, temperature: float, top_k: int, top_p: float):
+    """Tempered logits [B,V] with everything outside top-k / the top-p nucleus set to -inf (HF order:
+    temperature, then top-k, then top-p). The nucleus is the smallest set of most likely tokens whose mass
+    reaches top_p; the most likely token is always kept."""
+    scaled = logits / temperature
+    if top_k:
+        kth = jax.lax.top_k(scaled, top_k)[0][..., -1:]
+        scaled = jnp.where(scaled < kth, -jnp.inf, scaled)
+    if top_p < 1.0:
+        ordered = -jnp.sort(-scaled, axis=-1)
+        probs = jax.nn.softmax(ordered, axis=-1)
+        mass_before = jnp.cumsum(probs, axis=-1) - probs
+        kept = jnp.sum(mass_before < top_p, axis=-1, keepdims=True)  # >= 1
+        threshold = jnp.take_along_axis(ordered, kept - 1, axis=-1)
+        scaled = jnp.where(scaled < threshold, -jnp.inf, scaled)
+    return scaled
+
+
+def _choose(logits, key, temperature: float, top_k: int, top_p: float):
+    """One token per row and its untempered log-prob. Each row draws from its own key (fold_in of its row
+    index), so a row's sample does not depend on the batch padding or the sharding."""
+    logits = logits.astype(jnp.float32)
+    if temperature == 0:
+        token = jnp.argmax(logits, axis=-1)
+    else:
+        filtered = filter_logits(logits, temperature, top_k, top_p)
+        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(logits.shape[0]))
+        token = jax.vmap(jax.random.categorical)(keys, filtered)
+    token = token.astype(jnp.int32)
+    logp = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), token[:, None], axis=-1)[:, 0]
+    return token, logp
+
+
+# ------------------------------------------------------------------------------------------ sampler
+
+
+class Sampler:
+    """Generates rollouts from a Decoder's (graphdef, params).
+
+    mesh / rules: params may be sharded on `mesh` (shared.sharding); rows are split over the mesh axes that
+    rules map `act_batch` to ((data, fsdp) by default) and the batch is padded with dummy rows to a multiple
+    of that size. attention applies to the pooled-hidden forward; prefill/decode use the cache path (XLA
+    attention with the padding mask). tokenizer: needed for stop strings and `texts`. batch_multiple: pad
+    the rows further, to a multiple of this too, so that batches of varying size share one compilation.
+    """
+
+    def __init__(self, graphdef, model_cfg, *, eos_id, pad_id, mesh=None, rules=None, attention="xla",
+                 tokenizer=None, batch_multiple: int = 1):
+        self.graphdef = graphdef
+        self.model_cfg = model_cfg
+        self.eos_id = int(eos_id)
+        self.pad_id = int(pad_id)
+        self.mesh = mesh
+        self.rules = tuple(rules or sh.DEFAULT_RULES)
+        self.attention = attention
+        self.tokenizer = tokenizer
+        self.row_multiple = int(batch_multiple)
+        if self.row_multiple < 1:
+            raise ValueError(f"Sampler(batch_multiple={batch_multiple}): must be >= 1")
+        self.trace_counts = collections.Counter()  # traces per jitted function (tests: no recompiles)
+        self.last_decode_steps = 0                  # decode steps the last generate ran (early exit shows here)
+        self._decode_jit = jax.jit(self._decode, static_argnames=("max_new_tokens", "temperature", "top_k",
+                                                                  "top_p"))
+        self._pooled_jit = jax.jit(self._pooled)
+
+    # ---------------------------------------------------------------- device side
+
+    def _decode(self, params, prompt_tokens, prompt_lengths, rng, *, max_new_tokens, temperature, top_k, top_p):
+        self.trace_counts["decode"] += 1
+        graphdef, cfg, eos, pad = self.graphdef, self.model_cfg, self.eos_id, self.pad_id
+        b, p = prompt_tokens.shape
+        t_max = max_new_tokens
+        first_real = p - prompt_lengths                                    # [B]
+        kv_valid = jnp.arange(p + t_max)[None, :] >= first_real[:, None]   # [B,S]: hides the left padding
+        positions = jnp.maximum(jnp.arange(p)[None, :] - first_real[:, None], 0)
+        cache = jax.tree.map(lambda x: sh.constrain(x, CACHE_AXES), init_cache(cfg, b, p + t_max))
+
+        model = nnx.merge(graphdef, params)
+        out = model(prompt_tokens, positions, cache=cache, cache_index=jnp.int32(0), kv_valid=kv_valid,
+                    attention="xla")
+        token, logp = _choose(out["logits"][:, -1], jax.random.fold_in(rng, 0), temperature, top_k, top_p)
+        tokens = jnp.full((b, t_max), pad, jnp.int32).at[:, 0].set(token)
+        logps = jnp.zeros((b, t_max), jnp.float32).at[:, 0].set(logp)
+        done = (token == eos) | (prompt_lengths == 0)  # dummy rows (length 0) count as finished
+        lengths = jnp.ones((b,), jnp.int32)
+
+        def cond(state):
+            step, _, _, _, _, done, _ = state
+            return (step < t_max) & ~jnp.all(done)
+
+        def body(state):
+            # Feed completion token step-1 (slot P+step-1, position len+step-1), sample completion token step.
+            step, cache, last, tokens, logps, done, lengths = state
+            model = nnx.merge(graphdef, params)
+            out = model(last[:, None], (prompt_lengths + step - 1)[:, None], cache=cache, cache_index=p + step - 1,
+                        kv_valid=kv_valid, attention="xla")
+            token, logp = _choose(out["logits"][:, 0], jax.random.fold_in(rng, step), temperature, top_k, top_p)
+            token = jnp.where(done, pad, token)
+            logp = jnp.where(done, 0.0, logp)
+            tokens = jax.lax.dynamic_update_slice_in_dim(tokens, token[:, None], step, axis=1)
+            logps = jax.lax.dynamic_update_slice_in_dim(logps, logp[:, None], step, axis=1)
+            lengths = lengths + (~done).astype(jnp.int32)
+            done = done | (token == eos)
+            new_cache = jax.tree.map(lambda x: sh.constrain(x, CACHE_AXES), out["cache"])
+            return step + 1, new_cache, token, tokens, logps, done, lengths
+
+        state = (jnp.int32(1), out["cache"], token, tokens, logps, done, lengths)
+        steps, _, _, tokens, logps, done, lengths = jax.lax.while_loop(cond, body, state)
+        return {"tokens": tokens, "logprobs": logps, "lengths": lengths, "eos": done, "steps": steps}
+
+    def _pooled(self, params, prompt_tokens, tokens, prompt_lengths, mask):
+        """Mean of the final normed hidden state over the response tokens (one extra full forward, run after
+        stop-string truncation so it pools exactly the returned completion)."""
+        self.trace_counts["pooled"] += 1
+        model = nnx.merge(self.graphdef, params)
+        aligned = _left_align(prompt_tokens, tokens, prompt_lengths)
+        s, t = aligned.shape[1], tokens.shape[1]
+        completion = _completion_positions(prompt_lengths, t)  # [N,T] indices into the aligned row
+        pool_mask = jnp.zeros(aligned.shape, jnp.float32).at[
+            jnp.arange(aligned.shape[0])[:, None], jnp.minimum(completion, s - 1)].add(mask)
+        return model(aligned, hidden="none", pool_mask=pool_mask, attention=self.attention)["pooled"]
+
+    # ---------------------------------------------------------------- host side
+
+    def batch_multiple(self) -> int:
+        """Rows are padded to a multiple of this: the product of the mesh axes that `act_batch` is split over,
+        combined (lcm) with the constructor's batch_multiple."""
+        shards = 1
+        if self.mesh is not None:
+            axes = dict(self.rules).get(sh.ACT_BATCH)
+            axes = (axes,) if isinstance(axes, str) else tuple(axes or ())
+            shards = math.prod(self.mesh.shape[a] for a in axes if a in self.mesh.shape)
+        return math.lcm(shards, self.row_multiple)
+
+    def _to_device(self, x: np.ndarray):
+        if self.mesh is None:
+            return jnp.asarray(x)
+        names = (sh.ACT_BATCH,) + (None,) * (x.ndim - 1)
+        sharding = NamedSharding(self.mesh, sh.spec_for(names, x.shape, mesh=self.mesh, rules=self.rules))
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    @staticmethod
+    def _to_host(x) -> np.ndarray:
+        if not x.is_fully_addressable:
+            from jax.experimental import multihost_utils
+            x = multihost_utils.process_allgather(x, tiled=True)
+        return np.asarray(x)
+
+    @staticmethod
+    def bucket_for(length: int, buckets) -> int:
+        for bucket in sorted(buckets):
+            if length <= bucket:
+                return bucket
+        raise ValueError(f"prompt of {length} tokens is longer than the largest prompt bucket "
+                         f"(SamplingParams.prompt_buckets={tuple(buckets)})")
+
+    def _check(self, prompts, sampling: SamplingParams):
+        if not prompts:
+            raise ValueError("generate: prompts is empty")
+        for i, prompt in enumerate(prompts):
+            if len(prompt) == 0:
+                raise ValueError(f"generate: prompts[{i}] is empty (needs at least one token, e.g. BOS)")
+        if sampling.max_new_tokens < 1:
+            raise ValueError(f"SamplingParams.max_new_tokens={sampling.max_new_tokens}: must be >= 1")
+        if sampling.temperature < 0:
+            raise ValueError(f"SamplingParams.temperature={sampling.temperature}: must be >= 0 (0 = greedy)")
+        if not 0 <= sampling.top_k <= self.model_cfg.vocab_size:
+            raise ValueError(f"SamplingParams.top_k={sampling.top_k}: must be in [0, vocab_size]")
+        if not 0 < sampling.top_p <= 1:
+            raise ValueError(f"SamplingParams.top_p={sampling.top_p}: must be in (0, 1]")
+        if sampling.n < 1:
+            raise ValueError(f"SamplingParams.n={sampling.n}: must be >= 1")
+        if sampling.stop_strings and self.tokenizer is None:
+            raise ValueError("SamplingParams.stop_strings needs a tokenizer: Sampler(..., tokenizer=...)")
+
+    def generate(self, params, prompts: list[list[int]], sampling: SamplingParams, rng: jax.Array,
+                 *, return_hidden: bool = False) -> Rollout:
+        """Samples `sampling.n` completions per prompt (rows group-contiguous). Deterministic for a fixed rng."""
+        self._check(prompts, sampling)
+        n_rows = len(prompts) * sampling.n
+        p = self.bucket_for(max(len(x) for x in prompts), sampling.prompt_buckets)
+        t = sampling.max_new_tokens
+        multiple = self.batch_multiple()
+        padded_rows = -(-n_rows // multiple) * multiple
+
+        # Dummy rows (empty prompts: all padding, finished from the start so they never hold the loop open)
+        # fill the batch up to a multiple of batch_multiple(); dropped below.
+        rows = [prompt for prompt in prompts for _ in range(sampling.n)]
+        rows += [[]] * (padded_rows - n_rows)
+        prompt_tokens = np.full((padded_rows, p), self.pad_id, np.int32)
+        prompt_lengths = np.asarray([len(r) for r in rows], np.int32)
+        for i, r in enumerate(rows):
+            prompt_tokens[i, p - len(r):p] = r
+        prompt_dev, lengths_dev = self._to_device(prompt_tokens), self._to_device(prompt_lengths)
+
+        with sh.use_mesh(self.mesh, self.rules):
+            out = self._decode_jit(params, prompt_dev, lengths_dev, rng, max_new_tokens=t,
+                                   temperature=float(sampling.temperature), top_k=int(sampling.top_k),
+                                   top_p=float(sampling.top_p))
+        out = {k: self._to_host(v) for k, v in out.items()}
+        self.last_decode_steps = int(out["steps"])
+        tokens = out["tokens"][:n_rows].copy()
+        logprobs = out["logprobs"][:n_rows].copy()
+        lengths = out["lengths"][:n_rows].copy()
+        finished = out["eos"][:n_rows].copy()
+
+        texts = None
+        if self.tokenizer is not None:
+            texts = []
+            for i in range(n_rows):
+                cut, text = self._apply_stop_strings(tokens[i, :lengths[i]], sampling.stop_strings)
+                if cut is not None:
+                    tokens[i, cut:] = self.pad_id
+                    logprobs[i, cut:] = 0.0
+                    lengths[i] = cut
+                    finished[i] = True
+                texts.append(text)
+        mask = (np.arange(t)[None, :] < lengths[:, None]).astype(np.float32)
+
+        hidden = None
+        if return_hidden:
+            pad_rows = padded_rows - n_rows
+            full_tokens = np.concatenate([tokens, np.full((pad_rows, t), self.pad_id, np.int32)])
+            full_mask = np.concatenate([mask, np.zeros((pad_rows, t), np.float32)])
+            with sh.use_mesh(self.mesh, self.rules):
+                pooled = self._pooled_jit(params, prompt_dev, self._to_device(full_tokens), lengths_dev,
+                                          self._to_device(full_mask))
+            hidden = self._to_host(pooled)[:n_rows].astype(np.float32)
+
+        return Rollout(prompt_tokens=prompt_tokens[:n_rows], prompt_lengths=prompt_lengths[:n_rows],
+                       tokens=tokens, mask=mask, lengths=lengths.astype(np.int32), logprobs=logprobs,
+                       finished=finished.astype(bool),
+                       prompt_index=(np.arange(n_rows) // sampling.n).astype(np.int32), hidden=hidden, texts=texts)
+
+    def _apply_stop_strings(self, completion: np.ndarray, stop_strings) -> tuple[int | None, str]:
+        """(number of tokens to keep or None, completion text). The cut is the shortest token prefix whose text
+        contains a stop string (binary search: containment only grows with the prefix); the text ends at the
+        end of the earliest stop string. A trailing EOS is not part of the text."""
+        body = completion[:-1] if len(completion) and completion[-1] == self.eos_id else completion
+        text = self.tokenizer.decode(body.tolist())
+
+        def earliest_end(s: str) -> int | None:
+            ends = [s.find(stop) + len(stop) for stop in stop_strings if stop and stop in s]
+            return min(ends) if ends else None
+
+        if not stop_strings or earliest_end(text) is None:
+            return None, text
+        lo, hi = 1, len(body)  # the shortest prefix with a stop string lies in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if earliest_end(self.tokenizer.decode(body[:mid].tolist())) is not None:
+                hi = mid
+            else:
+                lo = mid + 1
+        prefix = self.tokenizer.decode(body[:lo].tolist())
+        return lo, prefix[:earliest_end(prefix)]
