@@ -2,3 +2,12 @@
 import shared.model  # noqa: F401  blocks, norms, heads
 import shared.data  # noqa: F401  datasets, tokenizers
 import shared.train  # noqa: F401  losses, optimizers, schedules, the pretrain task
+import shared.train.sft  # noqa: F401  the sft task
+import shared.rewards  # noqa: F401  rewards
+import shared.rl  # noqa: F401  advantages, policy losses, rl tasks, the rl task
+from shared.registry import REWARDS
+from shared.rl.tasks import TASK_CHECKERS, task_reward
+
+for _name in TASK_CHECKERS:  # each verifiable task's checker is also a reward: "task/<name>"
+    if f"task/{_name}" not in REWARDS:
+        REWARDS.register(f"task/{_name}", task_reward(_name))

@@ -71,6 +71,20 @@ def test_answer_equivalence_symbolic_needs_math_verify(predicted, gold, expected
     assert answers_equivalent(predicted, gold, use_math_verify=False) is False  # the fallback cannot tell
 
 
+def test_math_boxed_works_without_math_verify(monkeypatch):
+    import shared.rewards.math as rewards_math
+
+    monkeypatch.setattr(rewards_math, "_math_verify", lambda: None)  # as if math-verify were not installed
+    assert not rewards_math.math_verify_available()
+    completions = ["\\boxed{\\dfrac{1}{2}}", "\\boxed{0.50}", "\\boxed{\\sqrt{2}}", "\\boxed{\\sqrt{2}}",
+                   "\\boxed{3}"]
+    answers = ["0.5", "1/2", "\\sqrt2", "2^{1/2}", "4"]
+    # the fourth is equivalent, but only math-verify can tell (test_answer_equivalence_symbolic_needs_math_verify)
+    assert reward("math/boxed", completions, answer=answers) == [1.0, 1.0, 1.0, 0.0, 0.0]
+    with pytest.raises(ImportError, match="math-verify"):
+        answers_equivalent("\\sqrt{3}", "3^{1/2}", use_math_verify=True)
+
+
 def test_last_boxed_nested_braces_and_edge_cases():
     assert last_boxed("so \\boxed{1} or rather \\boxed{\\frac{1}{\\sqrt{2}}}.") == "\\frac{1}{\\sqrt{2}}"
     assert last_boxed("\\fbox{7}") == "7"

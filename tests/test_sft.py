@@ -167,7 +167,8 @@ def test_eval_batches_pad_with_masked_rows():
 def test_three_step_run_through_trainer_on_cpu8(tmp_path):
     assert "sft" in TASKS and len(jax.devices()) == 8
     config = sft_config(overrides=["train.steps=3", "train.micro_batches=1", "data.greedy_eval_examples=2",
-                                   "data.greedy_eval_tokens=4", "data.greedy_eval_splits=['test']"])
+                                   "data.greedy_eval_tokens=4", "data.greedy_eval_splits=['test']",
+                                   "model.n_layers=1"])
     validate(config, num_devices=8, platform="cpu")
     workdir = str(tmp_path / "run")
     summary = S.sft(config, workdir)

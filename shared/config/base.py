@@ -90,6 +90,8 @@ def rl_config() -> ml_collections.ConfigDict:
     c.eval_every = 50                # RL steps between greedy evaluations on the test and ood sets
     c.eval_samples = 8               # n for pass@k / avg@n at evaluation (0 = greedy only)
     c.warmup_sft_steps = 0           # > 0: first run SFT on the task's gold completions in <workdir>/sft
+    c.sft_lr = 1e-3                  # that SFT phase's peak learning rate
+    c.sft_batch_size = 32            # and its batch size (sequences of data.seq_len)
     return c
 
 
@@ -117,6 +119,12 @@ def base_config() -> ml_collections.ConfigDict:
     c.data.shuffle_buffer = 0     # 0 = global index shuffle (grain MapDataset)
     c.data.num_workers = 0
     c.data.max_docs = 0           # 0 = all; caps documents read (smoke tests)
+    # SFT on an "rl/<task>" example set (shared/train/sft.py):
+    c.data.task_options = ml_collections.ConfigDict()  # kwargs of the task function
+    c.data.n_train = 10000        # training examples drawn from the task
+    c.data.greedy_eval_examples = 64   # test examples decoded greedily after training (0 = off)
+    c.data.greedy_eval_splits = ["test"]
+    c.data.greedy_eval_tokens = 32     # tokens generated per greedy-eval example
 
     c.rl = rl_config()
 
@@ -152,8 +160,8 @@ def base_config() -> ml_collections.ConfigDict:
     c.train.progress = True       # console progress bar
     c.train.sample_at_end = ""    # prompt to sample a completion from when training ends ("" = none)
     c.train.sample_tokens = 64
-    c.train.init_from = ""        # warm start when the workdir has no checkpoint: "hf:<dir>" (HF safetensors) or
-                                  # "params:<dir>" (shared.checkpoint.export_params output); "" = random init
+    c.train.init_from = ""        # warm start when the workdir has no checkpoint: "hf:<dir>" (HF safetensors),
+                                  # "params:<dir>" (export_params output) or "run:<workdir>"; "" = random init
     c.train.hooks = []            # HOOKS registry names, called on_step / on_eval / on_save
     c.train.diverge_loss = 0.0    # > 0: a finite train loss above this also counts as divergence (sweeps)
     c.train.kill_at_step = 0      # testing aid: SIGKILL this process right after this step; 0 = off

@@ -77,7 +77,8 @@ class RewardSpec:
 def parse_reward_specs(specs) -> list[RewardSpec]:
     """Accepts "name", (name, weight), (name, weight, kwargs), {"name", "weight", "kwargs", "label"}, a
     ConfigDict of that shape, or a callable in place of a name. Lists from JSON configs work like tuples."""
-    if isinstance(specs, (str, Mapping)) or callable(specs) or hasattr(specs, "to_dict"):
+    single_tuple = isinstance(specs, tuple) and len(specs) in (2, 3) and isinstance(specs[1], (int, float))
+    if isinstance(specs, (str, Mapping)) or callable(specs) or hasattr(specs, "to_dict") or single_tuple:
         specs = [specs]
     parsed, seen = [], {}
     for position, spec in enumerate(specs):
@@ -128,10 +129,13 @@ def build_reward_fn(spec: RewardSpec) -> RewardFn:
     spec's kwargs take precedence over same-named columns)."""
     entry = spec.fn if spec.fn is not None else REWARDS.get(spec.name)
     if isinstance(entry, RewardFactory):
-        try:
-            return entry(**spec.kwargs)
-        except TypeError as e:
-            raise ValueError(f"reward {spec.label!r}: bad kwargs {sorted(spec.kwargs)}: {e}") from None
+        sig = _signature_or_none(entry.build)
+        if sig is not None:
+            try:
+                sig.bind(**spec.kwargs)
+            except TypeError as e:
+                raise ValueError(f"reward {spec.label!r}: bad kwargs {sorted(spec.kwargs)}: {e}") from None
+        return entry(**spec.kwargs)
     if not spec.kwargs:
         return entry
     _check_accepts(entry, spec.kwargs, spec.label)
@@ -157,11 +161,14 @@ def _signature_or_none(fn) -> inspect.Signature | None:
 
 def _check_accepts(fn, kwargs: Mapping, label: str) -> None:
     sig = _signature_or_none(fn)
-    if sig is None or any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        # A **kwargs function swallows typos silently, so compare against its named keyword parameters.
-        names = [p.name for p in sig.parameters.values()
-                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)][2:] if sig else None
-        if names is not None:
+    if sig is None:
+        return
+    params = list(sig.parameters.values())[2:]  # after prompts, completions
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        # **kwargs would swallow a typo silently: when the function declares keyword-only knobs (as the
+        # built-ins do), the spec's kwargs must be among its named parameters.
+        if any(p.kind == p.KEYWORD_ONLY for p in params):
+            names = [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
             unknown = sorted(set(kwargs) - set(names))
             if unknown:
                 raise ValueError(f"reward {label!r}: unknown kwargs {unknown}; it takes {names}")

@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import re
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -78,10 +79,7 @@ class ScalarRewardModel:
     def __init__(self, path: str, tokenizer=None, batch_size: int = 8, *, config=None, mesh=None, rules=None,
                  mesh_preset: str | None = None, max_length: int | None = None, add_bos: bool = True,
                  append_eos: bool = False):
-        import jax
-
         import shared.builtin  # noqa: F401  blocks, heads, tokenizers
-        from shared import sharding as sh
         from shared.data import build_tokenizer
         from shared.launch import import_project
 
@@ -100,8 +98,8 @@ class ScalarRewardModel:
             self._restore_workdir(path, mesh)
         else:
             self._import_params(path, mesh, rules)
+        # A model-only config carries the base schema's data section: the byte tokenizer unless tokenizer= is given.
         self.tokenizer = tokenizer or build_tokenizer(config.data, folder, config.model.vocab_size)
-        self._sh = sh
 
     def _restore_workdir(self, path: str, mesh) -> None:
         from shared.train import Trainer
@@ -140,22 +138,26 @@ class ScalarRewardModel:
 
     def tokenize(self, prompt: str, completion: str) -> list[int]:
         tok = self.tokenizer
-        ids = ([tok.bos_id] if self.add_bos else []) + list(tok.encode(prompt)) + list(tok.encode(completion))
+        bos = [tok.bos_id] if self.add_bos and tok.bos_id is not None else []
+        ids = bos + list(tok.encode(prompt)) + list(tok.encode(completion))
         if self.append_eos:
             ids.append(tok.eos_id)
+        if not ids:
+            raise ValueError("ScalarRewardModel: empty prompt + completion and add_bos=False: nothing to score")
         if len(ids) > self.max_length:  # keep the end (the completion); keep bos in front
-            keep = self.max_length - (1 if self.add_bos else 0)
-            ids = ids[:1] + ids[-keep:] if self.add_bos else ids[-keep:]
+            ids = bos + ids[len(ids) - (self.max_length - len(bos)):]
         return ids
 
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
         """float32 [N]: the scalar head at each sequence's last real token."""
         if len(prompts) != len(completions):
             raise ValueError(f"ScalarRewardModel: {len(prompts)} prompts but {len(completions)} completions")
+        from shared import sharding as sh
+
         sequences = [self.tokenize(p, c) for p, c in zip(prompts, completions)]
         pad = self.tokenizer.pad_id
         scores = []
-        with self._sh.use_mesh(self.mesh, self.rules):
+        with sh.use_mesh(self.mesh, self.rules):
             for start in range(0, len(sequences), self.batch_size):
                 chunk = sequences[start:start + self.batch_size]
                 width = _bucket(max(len(s) for s in chunk), self.max_length)
@@ -165,7 +167,7 @@ class ScalarRewardModel:
                     tokens[row, :len(ids)] = ids
                     last[row] = len(ids) - 1
                 out = np.asarray(_scores_fn()(self.params, tokens, last, graphdef=self.graphdef,
-                                                    attention=self.attention))
+                                              attention=self.attention))
                 scores.append(out[:len(chunk)])
         return np.concatenate(scores) if scores else np.zeros((0,), np.float32)
 
@@ -315,7 +317,8 @@ class OpenAIJudge:
         self.use_logprobs, self.swap_average = use_logprobs, swap_average
         self.concurrency, self.on_unparsed = max(1, int(concurrency)), on_unparsed
         self.extra_body = dict(extra_body or {})
-        self.unparsed = 0
+        self.unparsed = 0  # replies scored 0.5 because they named neither A nor B
+        self._lock = threading.Lock()
 
     # -------------------------------------------------------------- public
     def compare(self, prompt: str, a: str, b: str) -> float:
@@ -350,7 +353,8 @@ class OpenAIJudge:
         if verdict is None:
             if self.on_unparsed == "raise":
                 raise JudgeError(f"{self.url}: reply names neither A nor B: {text[:200]!r}")
-            self.unparsed += 1
+            with self._lock:  # compare_batch runs requests in threads
+                self.unparsed += 1
             log.warning("judge reply names neither A nor B (scored 0.5): %r", text[:200])
             return 0.5
         return verdict

@@ -38,8 +38,8 @@ Real data (read-only files; this team keeps them under /work/shared/data, see it
   rl/asdiv   asdiv.jsonl (body, question, answer "11 (plums)", formula); non-numeric answers are skipped
              unless numeric_only=False. Hash split.
   rl/mawps   mawps test.jsonl (input, target); path = a file (e.g. mawps/addsub.jsonl) or folder. Hash split.
-  The real sets have no "ood" split. n <= 0 returns every example in file order; n > 0 a seeded sample of
-  min(n, available) examples.
+  The real sets have no "ood" split. n <= 0 returns every example in file order; n > 0 the first
+  min(n, available) of a seeded shuffle.
   rl/reasoning_gym (optional extra [tasks]): reasoning_gym.create_dataset(dataset, **options), hash-split on
   the question; ood needs ood_options (generator settings for the harder split).
 """
@@ -482,14 +482,16 @@ def _in_split(name: str, key: str, split: str, test_fraction: float) -> bool:
 
 
 def _select(name: str, split: str, examples: list[Example], n: int, seed: int) -> list[Example]:
-    """All examples in file order (n <= 0) or a seeded sample of min(n, len) of them."""
+    """All examples in file order (n <= 0) or the first min(n, len) of a seeded shuffle (so a smaller n gives a
+    prefix of a larger one)."""
     if n <= 0:
         return examples
     if n > len(examples):
         log.warning("rl/%s: asked for n=%d %s examples, the split has %d; returning all", name, n, split,
                     len(examples))
-        n = len(examples)
-    return random.Random(f"rl/{name}:{split}:{seed}").sample(examples, n)
+    order = list(range(len(examples)))
+    random.Random(f"rl/{name}:{split}:{seed}").shuffle(order)
+    return [examples[i] for i in order[:n]]
 
 
 def _hash_split(name: str, split: str, examples: list[Example], test_fraction: float) -> list[Example]:

@@ -256,27 +256,37 @@ def greedy_completions(graphdef, params, tokenizer, prompts: Sequence[str], max_
     return texts
 
 
-def greedy_eval(trainer: Trainer, tokenizer, config, task: str) -> dict[str, Any]:
-    """{"eval/greedy_accuracy[_<split>]": ..., "greedy_samples": [...]} over data.greedy_eval_splits."""
-    from shared.eval.passk import greedy_accuracy
+def greedy_eval_sets(config, task: str | None) -> dict[str, list[dict]]:
+    """{split: examples} for the greedy evaluation (data.greedy_eval_splits), loaded before training so a bad
+    split fails early; {} when off, for a jsonl source, or on multi-process runs."""
     from shared.rl.tasks import checker, load_task
 
     data = config.data
     count = int(data.get("greedy_eval_examples", 64))
     splits = list(data.get("greedy_eval_splits", ["test"]))
-    if count <= 0 or not splits:
+    if task is None or count <= 0 or not splits:
         return {}
     if jax.process_count() > 1:
         print("[sft] greedy accuracy is computed on single-process runs only; skipped", flush=True)
         return {}
-    check = checker(task)
+    checker(task)  # the task must have a checker
     options = _plain(data.get("task_options", {}))
+    return {split: load_task(task, split, count, int(config.seed), **options) for split in splits}
+
+
+def greedy_eval(trainer: Trainer, tokenizer, config, task: str, sets: dict[str, list[dict]]) -> dict[str, Any]:
+    """{"eval/greedy_accuracy[_<split>]": ..., "greedy_samples": {split: [...]}} over `sets`."""
+    from shared.eval.passk import greedy_accuracy
+    from shared.rl.tasks import checker
+
+    if not sets:
+        return {}
+    check = checker(task)
     params = jax.device_get(trainer.params)
     out: dict[str, Any] = {"greedy_samples": {}}
-    for split in splits:
-        examples = load_task(task, split, count, int(config.seed), **options)
+    for split, examples in sets.items():
         texts = greedy_completions(trainer.graphdef, params, tokenizer, [e["prompt"] for e in examples],
-                                   int(data.get("greedy_eval_tokens", 32)), int(config.model.max_seq_len))
+                                   int(config.data.get("greedy_eval_tokens", 32)), int(config.model.max_seq_len))
         key = "eval/greedy_accuracy" if split == "test" else f"eval/greedy_accuracy_{split}"
         out[key] = greedy_accuracy(check, examples, texts)
         out["greedy_samples"][split] = [{"prompt": e["prompt"], "completion": t, "answer": e["answer"],
@@ -317,6 +327,7 @@ def sft(config, workdir: str) -> dict:
               f"Raise --config.train.steps to train on.", flush=True)
         return done
     tokenizer, train_iter, eval_batches, stats, task = build_sft_data(config, workdir)
+    greedy_sets = greedy_eval_sets(config, task)
     print(f"[sft] data: {json.dumps(stats)}", flush=True)
     if config.train.loss != "sft_xent":
         print(f"[sft] note: train.loss={config.train.loss!r}; use 'sft_xent' to learn completion tokens only",
@@ -326,8 +337,8 @@ def sft(config, workdir: str) -> dict:
           f"mesh {dict(trainer.mesh.shape)}, steps {trainer.start_step}->{config.train.steps}", flush=True)
     summary = trainer.fit(train_iter, eval_batches)
     summary.update(stats)
-    if task is not None and not summary["diverged"]:
-        greedy = greedy_eval(trainer, tokenizer, config, task)
+    if greedy_sets and not summary["diverged"]:
+        greedy = greedy_eval(trainer, tokenizer, config, task, greedy_sets)
         summary.update(greedy)
         row = {k: v for k, v in greedy.items() if isinstance(v, float) and math.isfinite(v)}
         if row:

@@ -38,8 +38,31 @@ def sample_text(trainer: Trainer, tokenizer, prompt: str, max_new_tokens: int) -
     return tokenizer.decode(new)
 
 
+def run_params(workdir: str, abstract):
+    """The latest checkpointed params of another run (its config.json rebuilds the model), placed like
+    `abstract`."""
+    import json
+    import os
+
+    import ml_collections
+
+    path = os.path.join(workdir, "config.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"train.init_from=run:{workdir}: no config.json there")
+    with open(path) as f:
+        other = ml_collections.ConfigDict(json.load(f))
+    source = Trainer(other, workdir)
+    if source.start_step == 0:
+        raise FileNotFoundError(f"train.init_from=run:{workdir}: the run has no checkpoint")
+    params = jax.tree.map(lambda x, a: jax.device_put(x, a.sharding), source.params, abstract)
+    source.close()
+    return params
+
+
 def params_initializer(config):
-    """train.init_from -> `init(abstract_params) -> params` for Trainer(init_params=...), or None."""
+    """train.init_from -> `init(abstract_params) -> params` for Trainer(init_params=...), or None.
+    "hf:<dir>" HF safetensors, "params:<dir>" an export_params folder, "run:<workdir>" another run's latest
+    checkpoint."""
     spec = config.train.init_from
     if not spec:
         return None
@@ -55,8 +78,11 @@ def params_initializer(config):
             from shared.checkpoint import import_params
 
             return import_params(path, abstract)
+    elif kind == "run":
+        def init(abstract):
+            return run_params(path, abstract)
     else:
-        raise ValueError(f"train.init_from={spec!r}: expected 'hf:<dir>' or 'params:<dir>'")
+        raise ValueError(f"train.init_from={spec!r}: expected 'hf:<dir>', 'params:<dir>' or 'run:<workdir>'")
     return init
 
 

@@ -65,9 +65,12 @@ def setup_mesh(config):
 
 class Trainer:
     def __init__(self, config, workdir: str, *, loss_fn: Callable | None = None, hooks: Iterable[Hook] = (),
-                 mesh=None, init_params: Callable[[Any], Any] | None = None):
-        """init_params(abstract_params) -> params: optional warm start (e.g. HF import) used when no
-        checkpoint exists yet."""
+                 mesh=None, init_params: Callable[[Any], Any] | None = None,
+                 loss_fn_factory: Callable[[str], Callable] | None = None):
+        """loss_fn: the objective (default: LOSSES[config.train.loss] on the decoder's logits); or
+        loss_fn_factory(attention) -> loss_fn when the objective needs the attention implementation chosen here.
+        init_params(abstract_params) -> params: optional warm start (e.g. HF import) used when no checkpoint
+        exists yet."""
         self.config = config
         self.workdir = workdir
         if mesh is None:
@@ -77,6 +80,8 @@ class Trainer:
             self.attention = attention_implementation(config.model, None, jax.default_backend())
         self.is_main = jax.process_index() == 0
         self.hooks = list(hooks) + [HOOKS.get(name)(config) for name in config.train.hooks]
+        if loss_fn_factory is not None:
+            loss_fn = loss_fn_factory(self.attention)
         self.loss_fn = loss_fn or lm_loss_fn(config, self.attention)
 
         with sh.use_mesh(self.mesh, self.rules):
