@@ -322,8 +322,9 @@ def worker_main(kind: str, spec_json: str) -> int:
 class Runner:
     """Launches one subprocess per measurement, logs its output, enforces timeouts and a total time budget."""
 
-    def __init__(self, log_dir: str, worker_timeout: float, time_budget: float):
+    def __init__(self, log_dir: str, worker_timeout: float, time_budget: float, module: str = "bench.train_mfu"):
         self.log_dir = log_dir
+        self.module = module  # the benchmark whose `--_worker` mode runs each measurement
         self.worker_timeout = worker_timeout
         self.deadline = time.time() + time_budget if time_budget > 0 else None
         os.makedirs(log_dir, exist_ok=True)
@@ -335,12 +336,12 @@ class Runner:
                 return {"status": "skipped", "error": "--time_budget_s spent"}
             timeout = min(timeout, self.deadline - time.time())
         log_path = os.path.join(self.log_dir, f"{name}.log")
-        cmd = [sys.executable, "-m", "bench.train_mfu", f"--_worker={kind}", f"--_spec={json.dumps(spec)}"]
+        cmd = [sys.executable, "-m", self.module, f"--_worker={kind}", f"--_spec={json.dumps(spec)}"]
         env = dict(os.environ)
         if kind == "ours":
             # Alone on the card: let XLA take 95 % instead of its default 75 %, as PyTorch may use it all.
             env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.95")
-        print(f"[train_mfu] {name}: running (log {log_path})", flush=True)
+        print(f"[{self.module.rsplit('.', 1)[-1]}] {name}: running (log {log_path})", flush=True)
         start = time.time()
         with open(log_path, "w") as log:
             # Own session: a timeout kills the worker and anything it spawned (inductor compile workers).

@@ -34,6 +34,23 @@ EXPERIMENTS = experiment_files()
 VARIANTS = [None, "smoke"]
 
 
+def extra_variants() -> list[tuple[str, str]]:
+    """(file, variant) for files that list further variants in a module-level VARIANTS tuple (e.g. model sizes)."""
+    pairs = []
+    for path in EXPERIMENTS:
+        module = load_module(os.path.join(REPO, path))
+        pairs += [(path, v) for v in getattr(module, "VARIANTS", ()) if v not in (None, "smoke")]
+    return pairs
+
+
+@pytest.mark.parametrize("path,variant", extra_variants())
+def test_extra_variants_build_and_validate(path, variant):
+    try:
+        load_and_validate(config_spec(path, variant), smoke=False)
+    except ConfigError as e:
+        pytest.fail(f"{path}:{variant}: {e}")
+
+
 def test_the_glob_finds_the_experiments():
     assert "experiments/quickstart.py" in EXPERIMENTS
 

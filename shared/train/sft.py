@@ -303,8 +303,18 @@ def build_sft_data(config, workdir: str):
     from shared.data import build_tokenizer
 
     train, held_out, task = load_sft_examples(config)
-    tokenizer = build_tokenizer(config.data, workdir, config.model.vocab_size,
-                                train_texts=lambda: [e["prompt"] + e["completion"] for e in train])
+
+    def make_tokenizer():
+        return build_tokenizer(config.data, workdir, config.model.vocab_size,
+                               train_texts=lambda: [e["prompt"] + e["completion"] for e in train])
+
+    if jax.process_count() > 1:  # process 0 trains (and caches) a sentencepiece model; the others load it
+        from jax.experimental import multihost_utils
+
+        if jax.process_index() == 0:
+            make_tokenizer()
+        multihost_utils.sync_global_devices("sft tokenizer ready")
+    tokenizer = make_tokenizer()
     seq_len = int(config.data.seq_len)
     process, processes = jax.process_index(), jax.process_count()
     local_batch = int(config.train.batch_size) // processes
