@@ -137,6 +137,10 @@ class RLLearner:
         self._behaviour = jax.jit(lambda params, batch: policy_outputs(graphdef, params, batch, attention,
                                                                        with_values)[::2])
         self.rng = jax.random.fold_in(jax.random.key(config.seed), 1)
+        self._rollout_cache = (None, None)
+        dtype = jnp.dtype(config.model.dtype)
+        self._cast = jax.jit(lambda p: jax.tree.map(
+            lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p))
 
     def _reference_params(self, init_params):
         """The frozen reference: the warm start when there is one, else the seed's random init."""
@@ -156,13 +160,23 @@ class RLLearner:
                               top_k=int(rl.top_k), top_p=float(rl.top_p), n=n or int(rl.group_size),
                               stop_strings=tuple(rl.stop_strings))
 
+    def rollout_params(self):
+        """The policy in the compute dtype, cast once per rollout instead of inside every decode step. The
+        behaviour log-probs of the update are recomputed from the fp32 master weights (build_batch)."""
+        dtype = jnp.dtype(self.config.model.dtype)
+        if dtype == jnp.float32:
+            return self.trainer.params
+        if self._rollout_cache[0] is not self.trainer.state:
+            self._rollout_cache = (self.trainer.state, self._cast(self.trainer.params))
+        return self._rollout_cache[1]
+
     def encode_prompts(self, examples):
         return [[self.tokenizer.bos_id] + self.tokenizer.encode(e["prompt"]) for e in examples]
 
     def rollout_and_score(self, examples, key) -> ScoredBatch:
         rl = self.rl
         g = int(rl.group_size)
-        rollout = self.sampler.generate(self.trainer.params, self.encode_prompts(examples), self.sampling_params(),
+        rollout = self.sampler.generate(self.rollout_params(), self.encode_prompts(examples), self.sampling_params(),
                                         key)
         prompts = [e["prompt"] for e in examples for _ in range(g)]
         columns = {k: [e.get(k) for e in examples for _ in range(g)]
@@ -271,12 +285,12 @@ class RLLearner:
         check = checker(self.rl.task)
         out = {}
         for split, examples in self.eval_sets.items():
-            rollout = self.sampler.generate(self.trainer.params, self.encode_prompts(examples),
+            rollout = self.sampler.generate(self.rollout_params(), self.encode_prompts(examples),
                                             self.sampling_params(greedy=True, n=1), jax.random.key(0))
             out[f"eval/{split}_accuracy"] = float(np.mean([check(e, t) for e, t in zip(examples, rollout.texts)]))
             n = int(self.rl.eval_samples)
             if n > 1 and split == "test":
-                rollout = self.sampler.generate(self.trainer.params, self.encode_prompts(examples),
+                rollout = self.sampler.generate(self.rollout_params(), self.encode_prompts(examples),
                                                 self.sampling_params(n=n), jax.random.key(1))
                 correct = np.array([check(examples[i // n], t) for i, t in enumerate(rollout.texts)]).reshape(-1, n)
                 ks = sorted({1, n // 2, n} - {0})

@@ -185,8 +185,10 @@ class Sampler:
 
         model = nnx.merge(graphdef, params)
         out = model(prompt_tokens, positions, cache=cache, cache_index=jnp.int32(0), kv_valid=kv_valid,
-                    attention="xla")
-        token, logp = _choose(out["logits"][:, -1], jax.random.fold_in(rng, 0), temperature, top_k, top_p)
+                    attention="xla", hidden="last")
+        # Vocabulary logits at the last prompt position only (XLA drops the unused all-position head).
+        last_logits = model.heads["lm"](out["hidden"][:, -1:], model)[:, 0]
+        token, logp = _choose(last_logits, jax.random.fold_in(rng, 0), temperature, top_k, top_p)
         tokens = jnp.full((b, t_max), pad, jnp.int32).at[:, 0].set(token)
         logps = jnp.zeros((b, t_max), jnp.float32).at[:, 0].set(logp)
         done = (token == eos) | (prompt_lengths == 0)  # dummy rows (length 0) count as finished

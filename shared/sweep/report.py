@@ -276,6 +276,10 @@ def git_state() -> dict:
              "dirty": bool(status.stdout.strip()) if status and status.returncode == 0 else None}
     if state["commit"] is None:
         state["note"] = "no commits yet"
+    # A copy of the tree without its history (a lent GPU machine): the launcher names the source commit.
+    if os.environ.get("SWEEP_SOURCE_COMMIT"):
+        state["source_commit"] = os.environ["SWEEP_SOURCE_COMMIT"]
+        state["source_dirty"] = os.environ.get("SWEEP_SOURCE_DIRTY", "unknown")
     return state
 
 

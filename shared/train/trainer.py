@@ -123,10 +123,11 @@ class Trainer:
     # ------------------------------------------------------------------ helpers
     def _replicate_stray(self, tree):
         """Replicates leaves that jit left on a single device (optimizer counters) over the mesh."""
-        mesh_devices = set(self.mesh.devices.flat)
+        # Also on a 1-device mesh: a leaf without the mesh's NamedSharding comes out of the first step with it,
+        # and the step would compile a second time.
         replicated = NamedSharding(self.mesh, PartitionSpec())
-        return jax.tree.map(
-            lambda x: x if set(x.sharding.device_set) == mesh_devices else jax.device_put(x, replicated), tree)
+        return jax.tree.map(lambda x: x if isinstance(x.sharding, NamedSharding) and x.sharding.mesh == self.mesh
+                            else jax.device_put(x, replicated), tree)
 
     @property
     def params(self):
