@@ -1,0 +1,26 @@
+"""Quick RL on CPU: SFT warm start on rl/sorting, then GRPO raises greedy accuracy and pass@1 (a few minutes).
+
+    python -m shared.launch --config=experiments/rl/grpo_sorting.py --workdir=runs/grpo_sorting
+    python -m shared.launch --config=experiments/rl/grpo_sorting.py:smoke --workdir=/tmp/grpo_sorting_smoke
+
+Same policy and GRPO settings as experiments/rl/grpo_arithmetic.py, on "Q: sort 5 2 8 1\\nA:" -> " 1 2 5 8"
+(3-6 digits; ood = 8-10 digits). 300 SFT steps leave the policy imperfect; 60 GRPO steps (16 prompts x 8
+samples, reward = exact sorted list) then raise it. One run on the 2-core CPU development machine (files in
+experiments/rl/results/grpo_sorting_cpu/): greedy test accuracy 0.625 before RL -> 0.815 after 60 RL steps,
+pass@1 0.362 -> 0.602, pass@8 0.815 -> 0.93; ood (8-10 digits) stays at 0: the policy never saw lists that long.
+"""
+import ml_collections
+
+from experiments.rl.grpo_arithmetic import get_config as arithmetic_config
+
+
+def get_config(arg=None):
+    c = arithmetic_config(arg)
+    c.rl.task = "rl/sorting"
+    c.rl.task_options = ml_collections.ConfigDict()
+    if arg != "smoke":
+        c.data.seq_len = 48
+        c.rl.max_new_tokens = 16
+        c.rl.warmup_sft_steps = 300
+        c.optim.lr = 3e-4
+    return c
