@@ -3,11 +3,17 @@
     python -m shared.launch --config=experiments/rl/sft_arithmetic.py --workdir=runs/sft_arithmetic
     python -m shared.launch --config=experiments/rl/sft_arithmetic.py:smoke --workdir=/tmp/sft_smoke
 
-A byte-level Llama-style model learns "Q: 47+38=\\nA:" -> " 85" (+ - * on 1-2 digit operands) with the loss on
-the completion tokens only (train.loss = "sft_xent"), from 10,000 training problems; test problems are
-disjoint from them. After training it decodes test (and 3-digit ood) problems greedily and reports
-eval/greedy_accuracy and eval/greedy_accuracy_ood in summary.json. The numbers measured on one CPU are in
-the docstring of `get_config`. `:smoke` is the CI variant (cpu_8 mesh, a few steps).
+A 1.1M-parameter byte-level Llama-style model learns "Q: 47+38=\\nA:" -> " 85" (+ and - on 1-2 digit operands)
+from 10,000 training problems with the loss on completion tokens only (train.loss = "sft_xent"); test problems
+are disjoint from the training ones. After training it decodes 200 test and 200 ood (3-digit) problems greedily
+and writes eval/greedy_accuracy and eval/greedy_accuracy_ood to summary.json.
+
+Measured (2,000 steps of 64 examples, one shared 2-core CPU, jax 0.10.2, ~11 min wall of which training
+676 s): eval/greedy_accuracy 0.61, eval/greedy_accuracy_ood 0.005, eval/loss 0.26 nats per completion token
+(token accuracy 0.90). The accuracy rises late (teacher-forced exact match in a separate run: 0.12 at step
+1,000, 0.30 at 1,500, 0.54 at 2,000), so shorter runs score much lower. Products
+(--config.data.task_options.ops=+-*) need far longer training (0.085 greedy accuracy after 600 steps).
+`:smoke` is the CI variant (cpu_8 mesh, a few steps).
 """
 import ml_collections
 
@@ -15,11 +21,7 @@ from shared.config.base import base_config
 
 
 def get_config(arg=None):
-    """Default: ~0.8M parameters, 600 steps of 64 examples on one CPU (cpu_1).
-
-    Measured (2-core shared CPU, jax 0.10.2): see the report of the run that added this file; the greedy
-    test accuracy is clearly above chance (exact match on a 1-4 digit answer).
-    """
+    """Default: 1.1M parameters, 2,000 steps of 64 examples on one CPU (cpu_1); see the module doc."""
     c = base_config()
     c.task = "sft"
     c.model.vocab_size = 384      # 259 byte ids, padded to a multiple of 128 for the tensor axis

@@ -594,7 +594,8 @@ def math_competition(split: str, n: int = 0, seed: int = 0, *, path: str = "",
             return _select("math", split, test, n, seed)
         train_file = _resolve("math", path, ("math_test5000.jsonl",))
         held_out = {e["prompt"] for e in test}
-        examples = [e for e in (_math_example(r, w) for w, r in read_records(train_file)) if e["prompt"] not in held_out]
+        examples = [e for e in (_math_example(r, w) for w, r in read_records(train_file))
+                    if e["prompt"] not in held_out]
     else:
         file = _resolve("math", path, ("math500_test.jsonl", "math_test5000.jsonl"))
         examples = _hash_split("math", split, [_math_example(r, w) for w, r in read_records(file)], test_fraction)
@@ -658,8 +659,9 @@ def asdiv(split: str, n: int = 0, seed: int = 0, *, path: str = "", test_fractio
         formula = record.get("formula")
         formula_ok = isinstance(formula, str) and last_number(formula) is not None and numbers_equal(
             last_number(formula), answer)
-        return {"prompt": _question_prompt(question), "completion": f" {formula.strip()}" if formula_ok else f" {answer}",
-                "answer": answer, "task": "asdiv", "type": record.get("solution_type", "")}
+        completion = f" {formula.strip()}" if formula_ok else f" {answer}"
+        return {"prompt": _question_prompt(question), "completion": completion, "answer": answer, "task": "asdiv",
+                "type": record.get("solution_type", "")}
 
     return _word_problem_set("asdiv", split, n, seed, path, ("asdiv.jsonl", "asdiv/asdiv.jsonl"), to_example,
                              test_fraction)
