@@ -200,10 +200,16 @@ class Attention(nnx.Module):
 
         new_cache = None
         if cache is not None:
-            idx = ctx.cache_index
-            k_all = jax.lax.dynamic_update_slice_in_dim(cache["k"], k.astype(cache["k"].dtype), idx, axis=1)
-            v_all = jax.lax.dynamic_update_slice_in_dim(cache["v"], v.astype(cache["v"].dtype), idx, axis=1)
-            new_cache = {"k": k_all, "v": v_all}
+            # cache = {"k", "v": the whole stacked [L,B,S,K,D] cache, "layer": this layer's index}. Only this
+            # chunk's slots are written (in place in the decode loop's carry); the layer's slab is then read.
+            idx, layer = ctx.cache_index, cache["layer"]
+            zero = jnp.zeros((), jnp.int32)
+            start = (layer, zero, jnp.asarray(idx, jnp.int32), zero, zero)
+            full_k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype)[None], start)
+            full_v = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype)[None], start)
+            new_cache = {"k": full_k, "v": full_v, "layer": layer}
+            k_all = jax.lax.dynamic_index_in_dim(full_k, layer, 0, keepdims=False)
+            v_all = jax.lax.dynamic_index_in_dim(full_v, layer, 0, keepdims=False)
             out = xla_attention(q, k_all.astype(dt), v_all.astype(dt), _mask(ctx, cfg, q.shape[1], k_all.shape[1]))
         elif ctx.implementation == "cudnn":
             out = self._fused(q, k, v, ctx)

@@ -81,15 +81,20 @@ class Decoder(nnx.Module):
         block_cls = self.block_cls
 
         def body(carry, xs):
-            params, layer_cache = xs
+            h, full_cache = carry
+            params, layer = xs
             block = nnx.merge(graphdef, params)
-            carry, new_cache = block(carry, ctx, layer_cache)
-            return carry, (new_cache, block_cls.exit(carry, cfg) if keep_layers else None)
+            layer_cache = None if full_cache is None else {**full_cache, "layer": layer}
+            h, layer_cache = block(h, ctx, layer_cache)
+            if layer_cache is not None:  # the whole cache rides in the carry, updated in place slot by slot
+                full_cache = {"k": layer_cache["k"], "v": layer_cache["v"]}
+            return (h, full_cache), (block_cls.exit(h, cfg) if keep_layers else None)
 
         policy = REMAT_POLICIES[cfg.remat]
         if cfg.remat != "none" and cache is None:
             body = jax.checkpoint(body, policy=policy, prevent_cse=False)
-        h, (new_cache, per_layer) = jax.lax.scan(body, h, (layer_state, cache))
+        layers = jnp.arange(cfg.n_layers, dtype=jnp.int32)
+        (h, new_cache), per_layer = jax.lax.scan(body, (h, cache), (layer_state, layers))
 
         out = self.block_cls.exit(h, cfg)
         if self.block_cls.final_norm:
