@@ -201,7 +201,8 @@ def run_ours(spec: dict) -> dict:
         for dtype in spec["param_dtypes"]:
             params = params32 if dtype == "float32" else jax.tree.map(lambda x: x.astype(jnp.dtype(dtype)), params32)
             # eos_id=-1: no sampled token equals it, so every row decodes all t tokens (EOS disabled).
-            sampler = Sampler(graphdef, cfg, eos_id=-1, pad_id=0, attention="xla")
+            sampler = Sampler(graphdef, cfg, eos_id=-1, pad_id=0, attention="xla",
+                              layer_loop=spec.get("layer_loop") or "scan")
             rollout = None
 
             def generate():
@@ -221,6 +222,16 @@ def run_ours(spec: dict) -> dict:
                 with open(path, "w") as f:
                     f.write(lowered.compile().as_text())
             first_s, gen_times = timed_calls(generate, spec["calls"])
+            if spec.get("profile"):  # GPU time per XLA op over one traced device-only call
+                from bench.profile_step import gpu_op_times
+                trace_dir = tempfile.mkdtemp(prefix="decode_trace_")
+                with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+                    device_only()
+                totals = gpu_op_times(trace_dir)
+                top = sorted(totals.items(), key=lambda kv: -kv[1])[:int(spec["profile"])]
+                info.setdefault("profile", {})[dtype] = {
+                    "busy_ms": sum(totals.values()) / 1e3,
+                    "top_ops_ms": [[name[:120], us / 1e3] for name, us in top]}
             _, device_times = timed_calls(device_only, spec["calls"])
             prefill_first_s, prefill_times = timed_calls(
                 lambda: jax.block_until_ready(prefill(params, prompt_dev, lengths_dev)), spec["calls"])
@@ -544,6 +555,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="ours: dtypes of the params given to the sampler; the first is the headline")
     p.add_argument("--peers", default="hf", help=f"comma list of: {', '.join(PEERS)} ('' = none)")
     p.add_argument("--skip_decode", action="store_true", help="only the GRPO breakdown (with --grpo)")
+    p.add_argument("--layer_loop", default="scan", choices=("scan", "python"),
+                   help="ours: Sampler(layer_loop=): scanned layers over a stacked cache, or a Python loop over "
+                        "per-layer caches")
+    p.add_argument("--profile", type=int, default=0,
+                   help="ours: trace one device-only decode call and keep this many top GPU ops (0 = off)")
     p.add_argument("--dump_hlo", default="", help="ours: write the optimized HLO of the decode function here")
     p.add_argument("--bandwidth_tbps", type=float, default=3.0, help="floor: HBM bandwidth (measured copy, H100)")
     p.add_argument("--peak_tflops", type=float, default=790.0, help="floor: bf16 matmul peak (measured, H100)")
@@ -633,7 +649,8 @@ def main(argv: list[str] | None = None) -> int:
                 payload["decode"].append(entry)
                 spec = {"shape": shape, "batch": batch, "prompt_len": args.prompt_len,
                         "new_tokens": args.new_tokens, "calls": args.calls, "param_dtypes": args.param_dtypes,
-                        "compile_cache": args.compile_cache, "dump_hlo": os.path.abspath(args.dump_hlo)
+                        "compile_cache": args.compile_cache, "layer_loop": args.layer_loop,
+                        "profile": args.profile, "dump_hlo": os.path.abspath(args.dump_hlo)
                         if args.dump_hlo else ""}
                 for impl in ["ours"] + args.peers:
                     result = runner.run(impl, spec, f"{shape}_b{batch}_{impl}")

@@ -305,3 +305,29 @@ def test_bad_input_names_the_problem(model, sampler):
     with pytest.raises(ValueError, match="needs a tokenizer"):
         Sampler(model[0], CFG, eos_id=2, pad_id=0).generate(params, [[1, 5]], greedy(stop_strings=("x",)),
                                                             jax.random.key(0))
+
+
+def test_python_layer_loop_equals_scanned_layers(model, sampler):
+    """layer_loop="python" (per-layer caches, unrolled layers) samples the same tokens and log-probs."""
+    graphdef, params = model
+    unrolled = Sampler(graphdef, CFG, eos_id=-1, pad_id=TOK.pad_id, tokenizer=TOK, batch_multiple=8,
+                       layer_loop="python")
+    prompts = prompts_of([3, 11], seed=4)
+    for sampling in (greedy(), SamplingParams(max_new_tokens=T, temperature=1.0, n=2, prompt_buckets=BUCKETS)):
+        a = sampler.generate(params, prompts, sampling, jax.random.key(5))
+        b = unrolled.generate(params, prompts, sampling, jax.random.key(5))
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    with pytest.raises(ValueError, match="layer_loop"):
+        Sampler(graphdef, CFG, eos_id=-1, pad_id=0, layer_loop="unrolled")
+
+
+def test_two_stage_vocab_reduction_equals_argmax_and_logsumexp():
+    from shared.rl.sampler import _argmax_and_logsumexp
+    logits = np.random.default_rng(0).normal(size=(4, 1001)).astype(np.float32)  # 1001: not a chunk multiple
+    logits[1, [5, 900]] = 10.0   # a tie: the first index wins, as np.argmax
+    logits[2, -1] = 50.0         # the max in the padded last chunk
+    token, lse = _argmax_and_logsumexp(jnp.asarray(logits))
+    np.testing.assert_array_equal(token, np.argmax(logits, -1))
+    ref = np.log(np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
+    np.testing.assert_allclose(lse, ref, rtol=1e-6)

@@ -50,7 +50,8 @@ class Decoder(nnx.Module):
         self.heads = nnx.Dict({name: HEADS.get(name)(cfg, rngs=rngs) for name in cfg.heads})
 
     def __call__(self, inputs, positions=None, segment_ids=None, *, cache=None, cache_index=None, kv_valid=None,
-                 hidden: str = "none", pool_mask=None, attention: str = "xla") -> dict[str, Any]:
+                 hidden: str = "none", pool_mask=None, attention: str = "xla",
+                 scan_unroll: int = 1, layer_params: list | None = None) -> dict[str, Any]:
         """inputs int[B,T] -> {"logits": [B,T,V], <other head>: ..., optional "hidden", "layer_hidden",
         "pooled", "cache"}.
 
@@ -58,6 +59,12 @@ class Decoder(nnx.Module):
         documents (attention stays inside a document). cache: from `init_cache`; with it, cache_index is where
         these T tokens go and the returned "cache" holds them. hidden: "none" | "last" (final normed hidden
         [B,T,D]) | "layers" (the stream after the embedding and after every layer, [L+1,B,T,D]).
+        scan_unroll: layers per iteration of the layer loop (n_layers = fully unrolled). Decoding one token is
+        latency-bound, and each loop iteration costs a device round trip on GPU; unrolling removes them.
+        A per-layer cache (`init_cache(..., per_layer=True)`, a list of L caches) runs the layers as a Python
+        loop: each layer then reads and writes its own buffer, with no slice of a stacked cache copied per
+        step (the decode loop's main cost on GPU). layer_params: that loop's per-layer parameter states
+        (`unstack_layer_params`), split once outside the decode loop; default: sliced here.
         pool_mask: [B,T] -> "pooled" [B,D] = mean of final hidden over the mask.
         """
         cfg = self.cfg
@@ -93,8 +100,20 @@ class Decoder(nnx.Module):
         policy = REMAT_POLICIES[cfg.remat]
         if cfg.remat != "none" and cache is None:
             body = jax.checkpoint(body, policy=policy, prevent_cse=False)
-        layers = jnp.arange(cfg.n_layers, dtype=jnp.int32)
-        (h, new_cache), per_layer = jax.lax.scan(body, (h, cache), (layer_state, layers))
+        if isinstance(cache, (list, tuple)):  # per-layer cache: a Python loop over the layers
+            if len(cache) != cfg.n_layers:
+                raise ValueError(f"per-layer cache has {len(cache)} layers, the model {cfg.n_layers}")
+            layer_params = layer_params or unstack_layer_params(layer_state, cfg.n_layers)
+            new_cache, outs = [], []
+            for i in range(cfg.n_layers):
+                h, layer_cache = nnx.merge(graphdef, layer_params[i])(h, ctx, {**cache[i], "layer": 0})
+                new_cache.append({"k": layer_cache["k"], "v": layer_cache["v"]})
+                outs.append(block_cls.exit(h, cfg) if keep_layers else None)
+            per_layer = jnp.stack(outs) if keep_layers else None
+        else:
+            layers = jnp.arange(cfg.n_layers, dtype=jnp.int32)
+            (h, new_cache), per_layer = jax.lax.scan(body, (h, cache), (layer_state, layers),
+                                                      unroll=max(1, min(int(scan_unroll), cfg.n_layers)))
 
         out = self.block_cls.exit(h, cfg)
         if self.block_cls.final_norm:
@@ -114,11 +133,25 @@ class Decoder(nnx.Module):
         return result
 
 
-def init_cache(cfg, batch: int, max_len: int, dtype=None) -> dict:
-    """Static KV cache for all layers: {"k","v"}: [L,B,S,K,D] zeros."""
+def init_cache(cfg, batch: int, max_len: int, dtype=None, per_layer: bool = False) -> dict | list[dict]:
+    """Static KV cache for all layers: {"k","v"}: [L,B,S,K,D] zeros; per_layer: a list of L such caches
+    with a leading axis of 1 (same layout, so blocks see one cache format)."""
     dtype = jnp.dtype(dtype or cfg.dtype)
+    if per_layer:
+        shape = (1, batch, max_len, cfg.n_kv_heads, cfg.head_dim)
+        return [{"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(cfg.n_layers)]
     shape = (cfg.n_layers, batch, max_len, cfg.n_kv_heads, cfg.head_dim)
     return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+
+
+def unstack_layer_params(layer_state, n_layers: int) -> list:
+    """The scanned layers' stacked parameter state as a list of per-layer states."""
+    return [jax.tree.map(lambda x, i=i: x[i], layer_state) for i in range(n_layers)]
+
+
+def decoder_layer_params(params, n_layers: int) -> list:
+    """Per-layer parameter states of a Decoder's full param state (for `Decoder(..., layer_params=)`)."""
+    return unstack_layer_params(params["layers"], n_layers)
 
 
 CACHE_AXES = (sh.LAYERS, sh.ACT_BATCH, sh.CACHE_LENGTH, sh.ACT_KV_HEADS, sh.ACT_HEAD_DIM)

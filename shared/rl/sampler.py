@@ -27,7 +27,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 
 from shared import sharding as sh
-from shared.model.transformer import CACHE_AXES, init_cache
+from shared.model.transformer import CACHE_AXES, decoder_layer_params, init_cache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,18 +124,40 @@ def filter_logits(logits, temperature: float, top_k: int, top_p: float):
     return scaled
 
 
+def _chunked_rows(logits, chunks: int = 128):
+    """[B,V] -> [B,chunks,ceil(V/chunks)] padded with -inf: a reduction over a long vocabulary row then runs
+    as two short ones, so one row (batch 1) is spread over many GPU blocks instead of one."""
+    b, v = logits.shape
+    width = -(-v // chunks)
+    padded = jnp.pad(logits, ((0, 0), (0, chunks * width - v)), constant_values=-jnp.inf)
+    return padded.reshape(b, chunks, width)
+
+
+def _argmax_and_logsumexp(logits):
+    """(argmax [B] int32, logsumexp [B]) of float32 logits [B,V] in two-stage reductions."""
+    rows = _chunked_rows(logits)
+    chunk_max = rows.max(-1)                                           # [B,C]
+    best_chunk = jnp.argmax(chunk_max, axis=-1)                        # first chunk holding the max
+    inside = jnp.argmax(jnp.take_along_axis(rows, best_chunk[:, None, None], axis=1)[:, 0], axis=-1)
+    token = (best_chunk * rows.shape[-1] + inside).astype(jnp.int32)  # = first index of the max, as argmax
+    top = chunk_max.max(-1)
+    lse = top + jnp.log(jnp.exp(rows - top[:, None, None]).sum(-1).sum(-1))
+    return token, lse
+
+
 def _choose(logits, key, temperature: float, top_k: int, top_p: float):
     """One token per row and its untempered log-prob. Each row draws from its own key (fold_in of its row
     index), so a row's sample does not depend on the batch padding or the sharding."""
     logits = logits.astype(jnp.float32)
+    greedy_token, lse = _argmax_and_logsumexp(logits)
     if temperature == 0:
-        token = jnp.argmax(logits, axis=-1)
+        token = greedy_token
     else:
         filtered = filter_logits(logits, temperature, top_k, top_p)
         keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(logits.shape[0]))
-        token = jax.vmap(jax.random.categorical)(keys, filtered)
-    token = token.astype(jnp.int32)
-    logp = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), token[:, None], axis=-1)[:, 0]
+        token = jax.vmap(jax.random.categorical)(keys, filtered).astype(jnp.int32)
+    # chosen logit - logsumexp: reductions only, no materialised log-softmax over the vocabulary
+    logp = jnp.take_along_axis(logits, token[:, None], axis=-1)[:, 0] - lse
     return token, logp
 
 
@@ -153,7 +175,7 @@ class Sampler:
     """
 
     def __init__(self, graphdef, model_cfg, *, eos_id, pad_id, mesh=None, rules=None, attention="xla",
-                 tokenizer=None, batch_multiple: int = 1):
+                 tokenizer=None, batch_multiple: int = 1, layer_loop: str = "scan"):
         self.graphdef = graphdef
         self.model_cfg = model_cfg
         self.eos_id = int(eos_id)
@@ -163,6 +185,11 @@ class Sampler:
         self.attention = attention
         self.tokenizer = tokenizer
         self.row_multiple = int(batch_multiple)
+        if layer_loop not in ("scan", "python"):
+            raise ValueError(f"Sampler(layer_loop={layer_loop!r}): expected 'scan' or 'python'")
+        # "python": per-layer KV caches and per-layer params split once per call, layers unrolled in the
+        # decode step; no per-step copy of a stacked cache slice (faster on GPU, longer compile).
+        self.layer_loop = layer_loop
         if self.row_multiple < 1:
             raise ValueError(f"Sampler(batch_multiple={batch_multiple}): must be >= 1")
         self.trace_counts = collections.Counter()  # traces per jitted function (tests: no recompiles)
@@ -181,11 +208,14 @@ class Sampler:
         first_real = p - prompt_lengths                                    # [B]
         kv_valid = jnp.arange(p + t_max)[None, :] >= first_real[:, None]   # [B,S]: hides the left padding
         positions = jnp.maximum(jnp.arange(p)[None, :] - first_real[:, None], 0)
-        cache = jax.tree.map(lambda x: sh.constrain(x, CACHE_AXES), init_cache(cfg, b, p + t_max))
+        per_layer = self.layer_loop == "python"
+        cache = jax.tree.map(lambda x: sh.constrain(x, CACHE_AXES), init_cache(cfg, b, p + t_max,
+                                                                               per_layer=per_layer))
+        layer_params = decoder_layer_params(params, cfg.n_layers) if per_layer else None
 
         model = nnx.merge(graphdef, params)
         out = model(prompt_tokens, positions, cache=cache, cache_index=jnp.int32(0), kv_valid=kv_valid,
-                    attention="xla", hidden="last")
+                    attention="xla", hidden="last", layer_params=layer_params)
         # Vocabulary logits at the last prompt position only (XLA drops the unused all-position head).
         last_logits = model.heads["lm"](out["hidden"][:, -1:], model)[:, 0]
         token, logp = _choose(last_logits, jax.random.fold_in(rng, 0), temperature, top_k, top_p)
@@ -203,7 +233,7 @@ class Sampler:
             step, cache, last, tokens, logps, done, lengths = state
             model = nnx.merge(graphdef, params)
             out = model(last[:, None], (prompt_lengths + step - 1)[:, None], cache=cache, cache_index=p + step - 1,
-                        kv_valid=kv_valid, attention="xla")
+                        kv_valid=kv_valid, attention="xla", layer_params=layer_params)
             token, logp = _choose(out["logits"][:, 0], jax.random.fold_in(rng, step), temperature, top_k, top_p)
             token = jnp.where(done, pad, token)
             logp = jnp.where(done, 0.0, logp)
