@@ -7,6 +7,7 @@ import statistics
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -32,6 +33,9 @@ FAKE_LAUNCHER = textwrap.dedent('''
             print(f"log line {i}")
         sys.exit(3)
     lr, seed, steps = float(overrides["optim.lr"]), int(overrides.get("seed", 0)), int(overrides["train.steps"])
+    if str(seed) == os.environ.get("FAKE_SLOW_SEED"):
+        import time
+        time.sleep(120)
     with open(os.path.join(workdir, "config.json"), "w") as f:
         json.dump({"optim": {"lr": lr}, "seed": seed, "train": {"steps": steps}, "arg": args["config"]}, f)
     losses = {s: lr * 10 + seed / 100 + 1 / s for s in range(1, steps + 1)}
@@ -297,7 +301,7 @@ def test_command_line_parsing():
     args = parse_args(["--config", "t.py:smoke", "--workdir=out", "--parallel=2", "--only=a,b", "--dry_run",
                        "--config.optim.lr=0.1", "--config.data.path", "a b.txt"])
     assert args == {"config_path": "t.py:smoke", "workdir": "out", "parallel": 2, "only": "a,b", "dry_run": True,
-                    "gpus_per_point": 1, "launcher_cmd": None,
+                    "gpus_per_point": 1, "launcher_cmd": None, "time_budget_s": None,
                     "extra_overrides": ["--config.optim.lr=0.1", "--config.data.path=a b.txt"]}
     with pytest.raises(SystemExit, match="unknown argument '--paralel=2'"):
         parse_args(["--config=t.py", "--workdir=out", "--paralel=2"])
@@ -316,3 +320,18 @@ def test_unreadable_summary_marks_point_failed(setup):
     rows = {r["name"]: r["status"] for r in read_csv(os.path.join(setup["workdir"], "results.csv"))}
     assert rows == {"lr0.1_s0": "finished", "lr0.1_s1": "failed", "lr0.1_s2": "not run", "lr0.2_s0": "not run",
                     "lr0.2_s1": "not run", "lr0.2_s2": "not run"}
+
+
+def test_time_budget_stops_slow_points_and_writes_the_finished_ones(setup, monkeypatch):
+    monkeypatch.setenv("FAKE_SLOW_SEED", "2")  # points with seed 2 would take 120 s
+    start = time.time()
+    result = run_sweep(setup["table"](), setup["workdir"], parallel=2, extra_overrides=["--config.train.steps=2"],
+                       launcher_cmd=setup["launcher"], echo=False, time_budget_s=6)
+    assert time.time() - start < 60
+    status = {name: o.status for name, o in result.outcomes.items()}
+    assert status == {"lr0.1_s0": "finished", "lr0.1_s1": "finished", "lr0.1_s2": "not run",
+                      "lr0.2_s0": "finished", "lr0.2_s1": "finished", "lr0.2_s2": "not run"}
+    rows = {r["name"]: r for r in read_csv(os.path.join(setup["workdir"], "results.csv"))}
+    assert float(rows["lr0.2_s1"]["eval/loss"]) == pytest.approx(expected_loss(0.2, 1, 2))
+    manifest = json.load(open(os.path.join(setup["workdir"], "manifest.json")))
+    assert "--time_budget_s=6" in manifest["command_line"]

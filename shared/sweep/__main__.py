@@ -1,8 +1,11 @@
 """python -m shared.sweep --config=experiments/<p>/<table>.py[:arg] --workdir=DIR [--parallel=N]
-    [--only=name1,name2] [--gpus_per_point=K] [--dry_run] [--launcher="python fake.py"] [--config.a.b=value ...]
+    [--only=name1,name2] [--gpus_per_point=K] [--time_budget_s=S] [--dry_run] [--launcher="python fake.py"]
+    [--config.a.b=value ...]
 
 `--config.a.b=value` overrides are passed to every point's launcher (they win over the table's values).
 --launcher replaces `python -m shared.launch` (tests, debugging).
+--time_budget_s: after S seconds start no point and stop the running ones (they checkpoint; a re-run resumes
+them); the tables list the points finished by then, the rest as "not run".
 Exits 1 if any point failed (after writing the results of the others)."""
 from __future__ import annotations
 
@@ -14,10 +17,10 @@ USAGE = __doc__
 def parse_args(argv: list[str]) -> dict:
     """Parses the flags by hand (absl would try to parse the --config.* overrides meant for the launcher)."""
     args = {"config_path": None, "workdir": None, "parallel": None, "only": None, "dry_run": False,
-            "gpus_per_point": 1, "extra_overrides": [],
+            "gpus_per_point": 1, "extra_overrides": [], "time_budget_s": None,
             "launcher_cmd": None}
     flags = {"--config": "config_path", "--workdir": "workdir", "--parallel": "parallel", "--only": "only",
-             "--gpus_per_point": "gpus_per_point", "--launcher": "launcher_cmd"}
+             "--gpus_per_point": "gpus_per_point", "--launcher": "launcher_cmd", "--time_budget_s": "time_budget_s"}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -51,6 +54,11 @@ def parse_args(argv: list[str]) -> dict:
                 args[integer] = int(args[integer])
             except ValueError:
                 raise SystemExit(f"shared.sweep: --{integer} must be an integer, got {args[integer]!r}") from None
+    if args["time_budget_s"] is not None:
+        try:
+            args["time_budget_s"] = float(args["time_budget_s"])
+        except ValueError:
+            raise SystemExit(f"shared.sweep: --time_budget_s must be a number, got {args['time_budget_s']!r}") from None
     return args
 
 

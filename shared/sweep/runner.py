@@ -202,10 +202,12 @@ def _stop_all(running: Iterable[_Running]) -> None:
 def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only: Iterable[str] | str | None = None,
               extra_overrides: Iterable[str] | Mapping[str, Any] = (), launcher_cmd: Sequence[str] | str | None = None,
               *, dry_run: bool = False, gpus_per_point: int = 1, echo: bool = True,
-              command_line: Sequence[str] | None = None) -> SweepResult:
+              command_line: Sequence[str] | None = None, time_budget_s: float | None = None) -> SweepResult:
     """Runs the unfinished points of `config_path`'s get_sweep() and writes results.csv/.md, the plot and
     manifest.json into `workdir`. `only` restricts which points run (the tables still list every point).
-    `launcher_cmd` replaces `python -m shared.launch` (tests use a fake launcher)."""
+    `launcher_cmd` replaces `python -m shared.launch` (tests use a fake launcher). `time_budget_s`: after this
+    many seconds no point starts and running ones are stopped (SIGTERM: they checkpoint, so a re-run resumes
+    them); the tables are written for the points that finished, the others are marked "not run"."""
     started_at = time.time()
     console = _Console(started_at, echo)
     sweep = load_sweep(config_path)
@@ -253,6 +255,17 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     pending, free, running, launched = deque(to_run), list(slots), [], []
     try:
         while pending or running:
+            if time_budget_s is not None and time.time() - started_at > time_budget_s:
+                console.info(f"time budget of {time_budget_s:.0f}s spent: stopping {len(running)} running point(s), "
+                             f"{len(pending)} not started")
+                _stop_all(running)
+                for r in running:
+                    outcomes[r.point.name] = PointOutcome(r.point.name, "not run", r.proc.returncode,
+                                                          time.time() - r.start, "", "stopped at the time budget")
+                for _, point, _, _ in pending:
+                    outcomes[point.name] = PointOutcome(point.name, "not run", reason="time budget spent")
+                pending, running = deque(), []
+                break
             while pending and free:
                 index, point, command, point_dir = pending.popleft()
                 slot = free.pop(0)
@@ -278,7 +291,7 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                 outcomes[name] = PointOutcome(name, "failed", outcome.returncode, outcome.seconds, "", str(e))
     outputs = report.write_all(sweep, workdir, outcomes, started_at=started_at,
                                command_line=command_line or _command_line(config_path, workdir, parallel, only,
-                                                                          extra, gpus_per_point))
+                                                                          extra, gpus_per_point, time_budget_s))
     for outcome in outcomes.values():
         if outcome.status == "failed":
             console.info(f"FAILED {outcome.name}: {outcome.reason}; last {LOG_TAIL_LINES} lines of "
@@ -314,7 +327,7 @@ def _finish(r: _Running, point_dir: str, total: int, console: _Console) -> Point
     return PointOutcome(r.point.name, "failed", code, seconds, tail, reason)
 
 
-def _command_line(config_path, workdir, parallel, only, extra, gpus_per_point) -> list[str]:
+def _command_line(config_path, workdir, parallel, only, extra, gpus_per_point, time_budget_s=None) -> list[str]:
     """The equivalent `python -m shared.sweep` command, for the manifest when called as a function."""
     command = ["python", "-m", "shared.sweep", f"--config={config_path}", f"--workdir={workdir}"]
     if parallel is not None:
@@ -323,4 +336,6 @@ def _command_line(config_path, workdir, parallel, only, extra, gpus_per_point) -
         command.append(f"--only={only if isinstance(only, str) else ','.join(only)}")
     if gpus_per_point != 1:
         command.append(f"--gpus_per_point={gpus_per_point}")
+    if time_budget_s is not None:
+        command.append(f"--time_budget_s={time_budget_s:g}")
     return command + [f"--config.{k}={v}" for k, v in extra.items()]
