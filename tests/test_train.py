@@ -87,6 +87,26 @@ def test_grad_accumulation_equals_one_big_batch(tmp_path):
     params_close(p1, p4, rtol=2e-4, atol=2e-6)
 
 
+def test_optimizer_moments_are_sharded_like_params_and_the_step_compiles_once(tmp_path, caplog):
+    config = tiny_config(steps=3, checkpoint_every=100)
+    trainer = Trainer(config, str(tmp_path / "run"), mesh=mesh_of(8))
+    structure = jax.tree.structure(trainer.params)
+    moments = [node for node in jax.tree.leaves(trainer.state["opt"], is_leaf=lambda n: jax.tree.structure(n) == structure)
+               if jax.tree.structure(node) == structure]
+    assert len(moments) == 2  # adamw: mu and nu
+    sharded = 0
+    for moment in moments:
+        for m, p in zip(jax.tree.leaves(moment), jax.tree.leaves(trainer.params)):
+            assert m.sharding.is_equivalent_to(p.sharding, p.ndim)
+            sharded += not p.sharding.is_fully_replicated
+    assert sharded > 0  # the check above compared real shardings, not only replicated ones
+    with jax.log_compiles(True), caplog.at_level("WARNING"):
+        trainer.fit(data_iter(config))
+    compiles = [r for r in caplog.records if "Finished XLA compilation of jit(step_fn)" in r.getMessage()]
+    assert len(compiles) == 1  # the state the step returns has the shardings it was given
+    trainer.close()
+
+
 def test_restore_from_8_devices_onto_1(tmp_path):
     straight = tiny_config(steps=5)
     trainer = Trainer(straight, str(tmp_path / "straight"), mesh=mesh_of(8))

@@ -151,6 +151,8 @@ def spec_for(names: Sequence[str | None], shape: Sequence[int] | None = None, *,
             kept.append(axis)
         used.update(kept)
         out.append(None if not kept else kept[0] if len(kept) == 1 else tuple(kept))
+    while out and out[-1] is None:  # canonical form: jit returns P(None, 'fsdp') for P(None, 'fsdp', None), and
+        out.pop()                    # unequal specs of one sharding would make the train step compile twice
     return P(*out)
 
 

@@ -88,7 +88,7 @@ class Trainer:
             self.graphdef, params_state = create_sharded(config.model, self.mesh, config.seed, self.rules)
             params = params_state.to_pure_dict()
             self.optimizer, self.schedule = make_optimizer(config.optim, config.train.steps, params)
-            opt_state = jax.jit(self.optimizer.init)(params)
+            opt_state = self._init_opt_state(params)
         replicated = NamedSharding(self.mesh, PartitionSpec())
         scalars = jax.device_put({"step": jnp.zeros((), jnp.int32), "rng": jax.random.key(config.seed),
                                   "nonfinite": jnp.zeros((), jnp.int32)}, replicated)
@@ -109,7 +109,7 @@ class Trainer:
         elif init_params is not None:
             abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
             self.state["params"] = init_params(abstract)
-            self.state["opt"] = self._replicate_stray(jax.jit(self.optimizer.init)(self.state["params"]))
+            self.state["opt"] = self._replicate_stray(self._init_opt_state(self.state["params"]))
 
         self._train_step = jax.jit(make_train_step(self.graphdef, self.loss_fn, self.optimizer, self.schedule,
                                                    config, self.mesh), donate_argnums=0)
@@ -121,6 +121,22 @@ class Trainer:
         self._nonfinite_reported = 0
 
     # ------------------------------------------------------------------ helpers
+    def _init_opt_state(self, params):
+        """optimizer.init with every params-shaped leaf (Adam's mu, nu, ...) sharded like its parameter: plain
+        jit leaves them replicated, the train step returns them sharded, and the step would compile twice."""
+        abstract = jax.eval_shape(self.optimizer.init, params)
+        params_structure = jax.tree.structure(params)
+
+        def like_params(node):
+            return jax.tree.structure(node) == params_structure
+
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+        shardings = jax.tree.map(
+            lambda node: jax.tree.map(lambda x, p: p.sharding if x.shape == p.shape else replicated, node, params)
+            if like_params(node) else jax.tree.map(lambda _: replicated, node),
+            abstract, is_leaf=like_params)
+        return jax.jit(self.optimizer.init, out_shardings=shardings)(params)
+
     def _replicate_stray(self, tree):
         """Replicates leaves that jit left on a single device (optimizer counters) over the mesh."""
         # Also on a 1-device mesh: a leaf without the mesh's NamedSharding comes out of the first step with it,
