@@ -8,6 +8,9 @@ One RL step:
   4. advantages from ADVANTAGES[config.rl.advantage];
   5. `num_iterations` passes of `mini_batches` optimizer steps, each the Trainer's jitted, donated step with the
      policy loss POLICY_LOSSES[config.rl.policy_loss] (+ KL, entropy and value terms) as its loss_fn.
+RL hooks (`RLHook` subclasses named in train.hooks) run between 2 and 3: they see the scored rollout (with the
+pooled response hidden states when they ask for them), may add to its rewards, and may hold the policy still
+for a step (rollout and rewards only, e.g. to warm up a separate head).
 Roles (actor, reference, rollout) share one mesh; the sampler takes its own mesh argument, so a separate
 rollout mesh only needs a weight transfer between the two.
 Checkpoints hold the policy, optimizer and prompt-iterator state; re-running the command resumes.
@@ -27,6 +30,7 @@ from shared.metrics import ProgressBar
 from shared.registry import ADVANTAGES, POLICY_LOSSES
 from shared.rl import algorithms as alg
 from shared.rl.sampler import Sampler, SamplingParams, _completion_positions, _left_align
+from shared.train.trainer import Hook
 
 
 class PromptIterator:
@@ -102,6 +106,37 @@ def rl_loss_fn(config, attention: str):
     return loss_fn
 
 
+class RLHook(Hook):
+    """A trainer hook (HOOKS registry, named in train.hooks) that also takes part in the RL loop.
+
+    needs_hidden              True: rollouts carry Rollout.hidden [N, D] (mean final normed hidden state over
+                              each response), for on_rewards
+    on_fit_start(learner)     before the first step of this process (restore own state on resume); the metrics
+                              returned are written at the start step and added to the summary
+    on_rewards(learner, step, scored, rng)
+                              after the rewards (and DAPO filters), before advantages; may change
+                              scored.rewards [N] in place. rng: numpy Generator of (seed, step). Returns metrics
+                              for the step's row
+    freezes_policy(step)      True: step `step` rolls out and scores but makes no policy update
+    on_fit_end(learner)       after the last step; the metrics returned are written and added to the summary
+    on_save(trainer, step)    (from Hook) after each checkpoint: save own state next to it
+    """
+
+    needs_hidden = False
+
+    def on_fit_start(self, learner: "RLLearner") -> dict:
+        return {}
+
+    def on_rewards(self, learner: "RLLearner", step: int, scored: "ScoredBatch", rng: np.random.Generator) -> dict:
+        return {}
+
+    def freezes_policy(self, step: int) -> bool:
+        return False
+
+    def on_fit_end(self, learner: "RLLearner") -> dict:
+        return {}
+
+
 @dataclasses.dataclass
 class ScoredBatch:
     rollout: object
@@ -129,7 +164,10 @@ class RLLearner:
         self.prompts = PromptIterator(train_examples, int(self.rl.prompts_per_step), int(config.seed))
         if self.trainer.data_state is not None:
             self.prompts.set_state(self.trainer.data_state)
-        self.start_step = self.trainer.start_step // self.updates_per_step
+        # The checkpoint's step is the RL step (optimizer steps lag it when RL hooks hold the policy still).
+        self.start_step = self.trainer.checkpointer.latest_step() or 0
+        self.rl_hooks = [h for h in self.trainer.hooks if isinstance(h, RLHook)]
+        self.needs_hidden = any(h.needs_hidden for h in self.rl_hooks)
         self.ref_params = self._reference_params(init_params) if self.rl.kl_coef > 0 else None
         attention = self.trainer.attention
         graphdef = self.trainer.graphdef
@@ -177,7 +215,7 @@ class RLLearner:
         rl = self.rl
         g = int(rl.group_size)
         rollout = self.sampler.generate(self.rollout_params(), self.encode_prompts(examples), self.sampling_params(),
-                                        key)
+                                        key, return_hidden=self.needs_hidden)
         prompts = [e["prompt"] for e in examples for _ in range(g)]
         columns = {k: [e.get(k) for e in examples for _ in range(g)]
                    for k in examples[0] if k not in ("prompt", "completion")}
@@ -224,7 +262,8 @@ class RLLearner:
             first, prompt_tokens=rows("prompt_tokens"), prompt_lengths=rows("prompt_lengths"), tokens=rows("tokens"),
             mask=rows("mask"), lengths=rows("lengths"), logprobs=rows("logprobs"), finished=rows("finished"),
             prompt_index=np.repeat(np.arange(len(chosen)), g).astype(np.int32),
-            texts=[t for s, i in chosen for t in s.rollout.texts[i * g:(i + 1) * g]], hidden=None)
+            texts=[t for s, i in chosen for t in s.rollout.texts[i * g:(i + 1) * g]],
+            hidden=rows("hidden") if first.hidden is not None else None)
         rollout.mask[informative * g:] = 0.0
         rewards = np.concatenate([s.rewards[i * g:(i + 1) * g] for s, i in chosen])
         return ScoredBatch(rollout, rewards, chosen[0][0].metrics, [s.examples[i] for s, i in chosen])
@@ -309,22 +348,37 @@ class RLLearner:
             before = {f"{k}_before": v for k, v in self.evaluate().items()}
             writer.write(0, before)
             print(f"[rl] before RL: {before}", flush=True)
+        started = {}
+        for hook in self.rl_hooks:
+            started.update(hook.on_fit_start(self))
+        if started:
+            writer.write(self.start_step, started)
         last, evals = {}, {}
         wall = time.time()
         for step in range(self.start_step + 1, steps + 1):
             key = jax.random.fold_in(self.rng, step)
             t0 = time.perf_counter()
             scored, stats = self.collect(jax.random.fold_in(key, 0))
+            task_rewards = scored.rewards.copy()
+            hooked = self.run_reward_hooks(step, scored)
+            frozen = any(hook.freezes_policy(step) for hook in self.rl_hooks)
             t1 = time.perf_counter()
-            batch, times = self.build_batch(scored)
+            update, times = {}, {}
+            if not frozen:
+                batch, times = self.build_batch(scored)
             t2 = time.perf_counter()
-            update = self.update(batch, jax.random.fold_in(key, 1))
+            if not frozen:
+                update = self.update(batch, jax.random.fold_in(key, 1))
             t3 = time.perf_counter()
             r = scored.rollout
-            row = {"rl/reward_mean": float(scored.rewards.mean()), "rl/reward_std": float(scored.rewards.std()),
+            row = {"rl/reward_mean": float(task_rewards.mean()), "rl/reward_std": float(task_rewards.std()),
                    "rl/response_length": float(r.lengths.mean()), "rl/finished_frac": float(r.finished.mean()),
                    **stats, **scored.metrics, **{f"train/{k}": v for k, v in update.items()},
                    "perf/rollout_and_reward_s": t1 - t0, "perf/update_s": t3 - t2, "perf/step_s": t3 - t0, **times}
+            if self.rl_hooks:  # rl/reward_* stay the rewards before the hooks shaped them
+                row.update(hooked)
+                row["rl/shaped_reward_mean"] = float(scored.rewards.mean())
+                row["rl/policy_frozen"] = float(frozen)
             if step % cfg.train.log_every == 0 or step == steps:
                 writer.write(step, row)
                 progress.update(step, loss=update.get("loss"), reward=row["rl/reward_mean"])
@@ -336,10 +390,31 @@ class RLLearner:
             if step % cfg.train.checkpoint_every == 0 or step == steps:
                 self.trainer.save(step, self.prompts)
         progress.close()
+        ended = {}
+        for hook in self.rl_hooks:
+            ended.update(hook.on_fit_end(self))
+        if ended:
+            writer.write(steps, ended)
         self.trainer.checkpointer.wait()
         writer.flush()
-        return {**before, **last, **evals, "steps": steps, "wall_time_s": time.time() - wall,
+        return {**before, **started, **last, **evals, **ended, "steps": steps, "wall_time_s": time.time() - wall,
                 "device_kind": jax.devices()[0].device_kind, "num_devices": self.mesh.size}
+
+    def run_reward_hooks(self, step: int, scored: ScoredBatch) -> dict:
+        """Each RL hook's on_rewards in train.hooks order; their metrics merged."""
+        metrics = {}
+        for index, hook in enumerate(self.rl_hooks):
+            rng = np.random.default_rng([int(self.config.seed), step, index])
+            metrics.update(hook.on_rewards(self, step, scored, rng))
+        return metrics
+
+    def correct(self, scored: ScoredBatch) -> np.ndarray:
+        """bool [N]: the task's own checker on each rollout (the rewards may also hold shaping terms)."""
+        from shared.rl.tasks import checker
+
+        check = checker(self.rl.task)
+        g = int(self.rl.group_size)
+        return np.array([check(scored.examples[i // g], text) for i, text in enumerate(scored.rollout.texts)], bool)
 
     def close(self):
         self.trainer.close()
