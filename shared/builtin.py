@@ -5,6 +5,9 @@ import shared.train  # noqa: F401  losses, optimizers, schedules, the pretrain t
 import shared.train.sft  # noqa: F401  the sft task
 import shared.rewards  # noqa: F401  rewards
 import shared.rl  # noqa: F401  advantages, policy losses, rl tasks, the rl task
+import shared.rm  # noqa: F401  the rm task (Bradley-Terry reward models) and its loss-hook registry
+import shared.rl.tinygsm_sym  # noqa: F401  the TinyGSM-Sym task family (rl/tinygsm_sym)
+import shared.diffusion  # noqa: F401  masked diffusion: the mdm task, t-samplers and mask-samplers
 from shared.registry import REWARDS
 from shared.rl.tasks import TASK_CHECKERS, task_reward
 
