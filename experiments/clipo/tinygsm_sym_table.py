@@ -1,0 +1,118 @@
+"""CLIPO small-scale table (../shared/papers/clipo.md D.3): SFT warm start on TinyGSM-Sym, then GRPO vs CLIPO vs
+CLIPO-fixed vs CLIPO-shuffled, 3 seeds each, evaluated on ID / Sym / P1 / P2 / NoOp / NoLeak.
+
+    python -m shared.sweep --config=experiments/clipo/tinygsm_sym_table.py --workdir=runs/clipo/tinygsm_sym_table \
+        --parallel=6 --config.mesh.preset=gpu_1
+    python -m shared.launch --config=experiments/clipo/tinygsm_sym_table.py --workdir=runs/clipo/one   # one run
+
+Each point runs the whole pipeline in its own workdir: SFT on gold solutions (<point>/sft; the same seed gives
+the same warm start in every arm, so arms are paired by seed), then RL, then the TinyGSM-Sym evaluation hook
+(greedy accuracy, avg@8 and pass@16 at T = 0.6 / top-p 0.95, PW-rate, copy rate; "..._before" = the warm
+start). Every arm makes the same number of policy updates (ACTOR_STEPS RL steps); the CLIPO arms first spend
+HEAD_WARMUP extra RL steps training only the projection head (rollouts + rewards, policy held still).
+
+Scaled down from D.3 to fit the shared 7-minute GPU budget (12 points, 6 at a time on 2 H100s): a 4.3M-parameter
+byte-level policy (d 256, 4 layers) instead of 11M word-level, B = 32 prompts x G = 8 instead of 64 x 16,
+60 actor steps (120 updates: 2 mini-batches per rollout batch) instead of 300, lr 5e-5 instead of 2e-5,
+head Linear(256 -> 128), 10 head-only warm-up steps instead of 20, 200 problems per evaluation set instead of
+2,000, 3 seeds instead of 5. The spec's CLIPO settings are kept: tau 0.05, lambda 0.2, clamp -0.5, head AdamW
+1e-3 / wd 0.01, group-level InfoNCE with one random positive, KL k3 beta 0.001, eps 0.2, token-mean.
+Results as shared.sweep wrote them: projects/clipo/results/tinygsm_sym_table/.
+"""
+from projects.clipo.config import add_clipo, eval_config
+from shared.config.base import base_config
+
+ACTOR_STEPS = 60
+HEAD_WARMUP = 10
+SEEDS = (0, 1, 2)
+ARMS = {"grpo": "off", "clipo": "trained", "clipo_fixed": "fixed", "clipo_shuffled": "shuffled"}
+
+
+def get_config(arg=None):
+    c = base_config()
+    c.task = "rl"
+    add_clipo(c, mode="trained", proj_dim=128, warmup_steps=HEAD_WARMUP)
+    c.train.hooks = ["clipo/contrastive", "clipo/tinygsm_eval"]
+    c.clipo_eval = eval_config()
+    c.clipo_eval.n = 200
+    c.clipo_eval.samples = 16
+    c.clipo_eval.max_new_tokens = 112
+    m = c.model
+    m.vocab_size, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff = 384, 256, 4, 8, 8, 32, 1024
+    m.remat = "none"
+    m.dtype = "bfloat16"
+    m.max_seq_len = 640                # p2 prompts (<= 321 tokens, bucket 512) + 112 evaluation tokens
+    c.data.tokenizer = "byte"
+    c.data.seq_len = 320               # longest train prompt 230 bytes + solution <= 70 + bos/eos
+    c.data.greedy_eval_examples = 0
+    c.rl.task = "rl/tinygsm_sym"
+    c.rl.n_train = 20000
+    c.rl.n_eval = 128                  # the learner's own test (= id) / ood (= sym) tracking every eval_every steps
+    c.rl.eval_every = 35
+    c.rl.eval_samples = 0
+    c.rl.warmup_sft_steps = 600
+    c.rl.sft_lr = 1e-3
+    c.rl.sft_batch_size = 128
+    c.rl.prompts_per_step = 32
+    c.rl.group_size = 8
+    c.rl.mini_batches = 2
+    c.rl.max_new_tokens = 80
+    c.rl.temperature = 1.0
+    c.rl.kl_coef = 1e-3
+    c.rl.kl_kind = "k3"
+    c.train.steps = ACTOR_STEPS + HEAD_WARMUP
+    c.train.log_every = 1
+    c.train.checkpoint_every = 35
+    c.train.eval_batches = 2           # the SFT warm start's held-out loss
+    c.optim.lr = 5e-5
+    c.optim.schedule = "constant"
+    c.optim.warmup_steps = 5
+    c.optim.weight_decay = 0.0
+    c.optim.b2 = 0.99
+    c.optim.grad_clip = 1.0
+    c.mesh.preset = "gpu_1"
+    if arg == "smoke":
+        c.mesh.preset = "cpu_8"
+        m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff = 64, 2, 4, 4, 16, 128
+        m.dtype = "float32"
+        c.clipo.proj_dim = 16
+        c.clipo.warmup_steps = 1
+        c.clipo_eval.sets = ["id", "sym"]  # prompts within one bucket: fewer compiles
+        c.clipo_eval.n = 4
+        c.clipo_eval.samples = 2
+        c.clipo_eval.max_new_tokens = 8
+        c.rl.n_train = 64
+        c.rl.n_eval = 4
+        c.rl.warmup_sft_steps = 0       # CI time: the SFT warm start path is smoke-tested by experiments/rl
+        c.rl.prompts_per_step = 4
+        c.rl.group_size = 4
+        c.rl.max_new_tokens = 8
+        c.rl.eval_every = 100
+        c.train.steps = 2               # one head-only step, one policy step
+        c.train.checkpoint_every = 2
+        c.train.progress = False
+    elif arg is not None:
+        raise ValueError(f"experiments/clipo/tinygsm_sym_table.py: unknown variant {arg!r} (known: smoke)")
+    return c
+
+
+def get_sweep(arg=None):
+    smoke = arg == "smoke"
+    actor, warmup = (2, 1) if smoke else (ACTOR_STEPS, HEAD_WARMUP)
+    points = []
+    for arm, mode in ARMS.items():
+        steps = actor if mode == "off" else actor + warmup
+        for seed in SEEDS[:1] if smoke else SEEDS:
+            points.append(dict(name=f"{arm}_s{seed}", arg=arg,
+                               overrides={"clipo.mode": mode, "train.steps": steps, "seed": seed}))
+    sets = ("id", "sym", "p1", "p2", "noop", "noleak")
+    return dict(
+        name="tinygsm_sym_table",
+        points=points,
+        group=["clipo.mode", "train.steps"],
+        columns=[*(f"tgs/{s}_greedy" for s in sets), "tgs/robust_greedy", "tgs/robust_avg@8", "tgs/id_avg@8",
+                 "tgs/p2_avg@8", "tgs/id_pass@16", "tgs/p2_pass@16", "tgs/id_pw_rate", "tgs/p2_pw_rate",
+                 "tgs/id_leak_copy_rate", "tgs/noleak_copy_rate", "tgs/id_greedy_before", "tgs/robust_greedy_before",
+                 "rl/reward_mean", "wall_time_s"],
+        plot=dict(kind="curves", metric="rl/reward_mean", x="step", label="clipo.mode"),
+    )
