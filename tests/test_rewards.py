@@ -190,6 +190,15 @@ def test_manager_weighted_sum_and_metrics():
     assert metrics["reward/std"] == pytest.approx(expected.std())
 
 
+def test_manager_passes_ragged_list_columns_per_example():
+    def uses_all_numbers(prompts, completions, numbers, **_):
+        return [float(all(str(n) in c for n in nums)) for c, nums in zip(completions, numbers)]
+
+    manager = RewardManager([(uses_all_numbers, 1.0)], on_error="raise")
+    total, _ = manager(["p"] * 3, ["3+4", "1*2*5", "7"], numbers=[[3, 4], [1, 2, 5], [7, 8, 9, 1]])
+    np.testing.assert_array_equal(total, [1.0, 1.0, 0.0])
+
+
 def test_manager_spec_forms_and_validation():
     def exact(prompts, completions, answer):  # no **kwargs: gets only the columns it names
         return [float(c.strip() == a) for c, a in zip(completions, answer)]

@@ -13,6 +13,7 @@ from shared.data import build_tokenizer
 from shared.registry import HOOKS, REWARDS
 from shared.rewards import RewardManager
 from shared.rl.learner import RLHook, RLLearner, ScoredBatch
+from shared.train import Hook
 from shared.rl.sampler import Rollout
 from shared.rl.tasks import load_task
 
@@ -162,3 +163,18 @@ def test_dynamic_sampling_keeps_the_hidden_rows_of_the_chosen_groups():
     np.testing.assert_array_equal(merged.rollout.hidden,
                                   np.concatenate([second.rollout.hidden[2:4], first.rollout.hidden[0:2]]))
     assert merged.rollout.texts == ["100:2", "100:3", "0:0", "0:1"]
+
+
+@HOOKS.register("test/plain_trainer_hook")
+class PlainHook(Hook):
+    pass
+
+
+def test_sft_warm_start_keeps_trainer_hooks_and_drops_rl_hooks():
+    from shared.rl.task import sft_warmup_config
+
+    c = base_config()
+    c.task = "rl"
+    c.rl.warmup_sft_steps = 10
+    c.train.hooks = ["test/rl_probe", "test/plain_trainer_hook"]
+    assert list(sft_warmup_config(c).train.hooks) == ["test/plain_trainer_hook"]

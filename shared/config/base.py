@@ -86,6 +86,8 @@ def rl_config() -> ml_collections.ConfigDict:
     c.top_k = 0
     c.top_p = 1.0
     c.stop_strings = []
+    c.layer_loop = "python"          # sampler: "python" = per-layer KV caches, layers unrolled (faster decode on GPU,
+                                     # longer compile); "scan" = scanned layers over one stacked cache
     c.dynamic_sampling_max_tries = 4 # DAPO refill: extra rollout batches drawn to replace dropped groups
     c.eval_every = 50                # RL steps between greedy evaluations on the test and ood sets
     c.eval_samples = 8               # n for pass@k / avg@n at evaluation (0 = greedy only)

@@ -340,7 +340,8 @@ def _accepted_columns(fn) -> set[str] | None:
 
 
 def _is_per_example(value) -> bool:
-    return isinstance(value, (list, tuple, np.ndarray)) and np.ndim(value) >= 1
+    # A list/tuple is one entry per example even when its entries are ragged lists (np.ndim would fail on them).
+    return isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim >= 1)
 
 
 def _short(text: str, limit: int) -> str:

@@ -16,6 +16,14 @@ import ml_collections
 from shared.registry import TASKS
 
 
+def _is_rl_hook(name: str) -> bool:
+    from shared.registry import HOOKS
+    from shared.rl.learner import RLHook
+
+    hook = HOOKS.get(name)
+    return isinstance(hook, type) and issubclass(hook, RLHook)
+
+
 def sft_warmup_config(config) -> ml_collections.ConfigDict:
     rl = config.rl
     sft = ml_collections.ConfigDict(config.to_dict())
@@ -31,6 +39,7 @@ def sft_warmup_config(config) -> ml_collections.ConfigDict:
     sft.optim.lr = float(rl.sft_lr)
     sft.optim.warmup_steps = max(1, int(rl.warmup_sft_steps) // 10)
     sft.optim.decay_steps = 0
+    sft.train.hooks = [name for name in config.train.hooks if not _is_rl_hook(name)]  # RL hooks need the RL loop
     sft.lock()
     return sft
 
