@@ -81,18 +81,21 @@ def get_config(arg=None):
 
 
 def get_sweep(arg=None):
-    points = [
-        dict(name="grpo", overrides={"rl.advantage": "grpo", "rl.loss_agg": "token-mean"}),
-        dict(name="drgrpo", overrides={"rl.advantage": "drgrpo", "rl.loss_agg": "seq-mean-token-sum-norm"}),
-        dict(name="dapo", overrides={"rl.advantage": "grpo", "rl.loss_agg": "token-mean", "rl.eps_high": 0.28,
-                                     "rl.dynamic_sampling": True}),
+    algorithms = [
+        ("grpo", {"rl.advantage": "grpo", "rl.loss_agg": "token-mean", "rl.eps_high": 0.2,
+                  "rl.dynamic_sampling": False}),
+        ("drgrpo", {"rl.advantage": "drgrpo", "rl.loss_agg": "seq-mean-token-sum-norm", "rl.eps_high": 0.2,
+                    "rl.dynamic_sampling": False}),
+        ("dapo", {"rl.advantage": "grpo", "rl.loss_agg": "token-mean", "rl.eps_high": 0.28,
+                  "rl.dynamic_sampling": True}),
     ]
-    for point in points:
-        point["arg"] = arg
+    points = [dict(name=f"{name}_s{seed}", overrides={**overrides, "seed": seed}, arg=arg)
+              for name, overrides in algorithms for seed in (0, 1, 2)]
     return dict(
         name="grpo_arithmetic_gpu",
         points=points,
         columns=["eval/test_accuracy_before", "eval/test_accuracy", "eval/ood_accuracy_before",
                  "eval/ood_accuracy", "eval/test_pass@1", "eval/test_pass@8", "rl/reward_mean", "wall_time_s"],
+        group=["rl.advantage", "rl.loss_agg", "rl.eps_high", "rl.dynamic_sampling"],
         plot=dict(kind="curves", metric="rl/reward_mean", x="step"),
     )
