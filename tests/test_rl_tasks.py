@@ -1,11 +1,11 @@
 """shared/rl/tasks.py: procedural tasks (determinism, disjoint splits, harder ood, gold passes its checker),
 checkers, the reward wrapper, loaders for the real math sets (temp files in their formats, and the real files
 when ../shared/data is present) and the optional reasoning-gym adapter."""
-import importlib.util
 import itertools
 import json
 import os
 import re
+import sys
 
 import pytest
 
@@ -290,8 +290,21 @@ def test_real_files_load_and_gold_passes():
 # ------------------------------------------------------------------------------------------ reasoning-gym
 
 
-@pytest.mark.skipif(importlib.util.find_spec("reasoning_gym") is not None, reason="reasoning-gym is installed")
-def test_reasoning_gym_missing_package_error():
+def test_reasoning_gym_missing_package_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "reasoning_gym", None)  # import reasoning_gym now raises ImportError
     with pytest.raises(ImportError, match=re.escape("needs the optional package 'reasoning-gym': "
                                                     "pip install -e '.[tasks]'")):
         T.load_task("reasoning_gym", "train", 4, dataset="leg_counting")
+
+
+def test_reasoning_gym_adapter_with_the_real_package():
+    pytest.importorskip("reasoning_gym")
+    train = T.load_task("reasoning_gym", "train", 6, 0, dataset="leg_counting")
+    test = T.load_task("reasoning_gym", "test", 6, 0, dataset="leg_counting")
+    assert len(train) == len(test) == 6
+    assert not {e["prompt"] for e in train} & {e["prompt"] for e in test}  # hash split: no shared question
+    check = T.checker("reasoning_gym")
+    for e in train + test:
+        assert e["prompt"].startswith("Q: ") and e["prompt"].endswith("A:")
+        assert e["completion"].strip() == e["answer"]
+        assert check(e, e["completion"]) and not check(e, " -1")   # reasoning-gym's own scorer decides
