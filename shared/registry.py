@@ -72,8 +72,12 @@ ADVANTAGES = Registry("advantage")  # grpo, rloo, ... (shared/rl)
 POLICY_LOSSES = Registry("policy_loss")
 REWARDS = Registry("reward")
 HOOKS = Registry("hook")            # trainer hooks (on_step, on_eval, on_save) projects switch on by name
+LOSS_HOOKS = Registry("loss_hook")  # reward-model penalty terms with their own parameters (shared/rm; rm.loss_hooks)
+T_SAMPLERS = Registry("t_sampler")  # masked diffusion: mask-rate samplers (shared/diffusion)
+MASK_SAMPLERS = Registry("mask_sampler")  # masked diffusion: mask-pattern samplers (shared/diffusion)
 
 ALL_REGISTRIES: dict[str, Registry] = {
     r.kind: r for r in (BLOCKS, NORMS, HEADS, LOSSES, OPTIMIZERS, SCHEDULES, TASKS, DATASETS,
-                        TOKENIZERS, ADVANTAGES, POLICY_LOSSES, REWARDS, HOOKS)
+                        TOKENIZERS, ADVANTAGES, POLICY_LOSSES, REWARDS, HOOKS, LOSS_HOOKS, T_SAMPLERS,
+                        MASK_SAMPLERS)
 }

@@ -28,10 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shared.registry import Registry
-
-T_SAMPLERS = Registry("t_sampler")
-MASK_SAMPLERS = Registry("mask_sampler")
+from shared.registry import MASK_SAMPLERS, T_SAMPLERS  # noqa: F401  (re-exported)
 
 TSampler = Callable[[jax.Array, int], tuple[jax.Array, jax.Array]]
 
