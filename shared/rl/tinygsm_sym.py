@@ -19,8 +19,8 @@ Splits (deterministic in (split, n, seed, options); a smaller n is a prefix of a
   p1, p2  a training template extended by 1 / 2 extra clauses (k+1, k+2 ops), no leak
   noop    a training template plus one irrelevant sentence with a number ("Last year Ann had 12 pens."), no leak
   noleak  as id but the answer never appears among the question's numbers
-Each example: prompt, completion, answer, task, numbers (the question's numbers, space-separated: ragged lists
-do not pass through reward columns), leak (bool), template, ops, paths (distinct correct step sequences), split.
+Each example: prompt, completion, answer, task, numbers (the question's numbers as a space-separated string,
+which keeps the column a flat string), leak (bool), template, ops, paths (distinct correct step sequences), split.
 
 Checkers: `check_tinygsm_sym` (outcome: the final answer, after "####" or else the last number, equals the
 answer) is the task's reward "task/tinygsm_sym"; `process_errors` / `process_valid` check every step
