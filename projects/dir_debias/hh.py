@@ -18,7 +18,8 @@ import random
 
 from shared.data.sources import DataError
 from shared.registry import DATASETS
-from shared.rm.data import iter_records, pair_record
+from shared.rl.tasks import read_records
+from shared.rm.data import pair_record
 from projects.dir_debias.synpref import split_rho
 
 DEFAULT_PATH = "../shared/data/preferences/hh_rlhf/harmless-base-test.jsonl.gz"
@@ -33,7 +34,7 @@ def read_hh(path: str) -> list[dict]:
     if not os.path.exists(path):
         raise DataError(f"data.task_options.path: {path} does not exist (the HH-RLHF harmless-base file of "
                         f"../shared/data/preferences/hh_rlhf/)")
-    return [pair_record(record, where) for where, record in iter_records(path)]
+    return [pair_record(record, where) for where, record in read_records(path)]
 
 
 def append_closers(response: str, count: int, rng: random.Random) -> str:

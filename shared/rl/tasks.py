@@ -46,6 +46,7 @@ Real data (read-only files; this team keeps them under /work/shared/data, see it
 from __future__ import annotations
 
 import ast
+import gzip
 import json
 import logging
 import math
@@ -428,13 +429,14 @@ def _resolve(name: str, path: str, candidates: Sequence[str]) -> str:
 
 
 def read_records(path: str) -> Iterator[tuple[str, dict]]:
-    """(where, record) for a .jsonl file (where = "file:line") or a .json array (where = "file[index]")."""
+    """(where, record) for a .jsonl file (where = "file:line") or a .json array (where = "file[index]"), either
+    possibly gzipped (.gz)."""
     try:
-        with open(path, "rb") as f:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
             data = f.read()
-    except OSError as e:
+    except (OSError, EOFError) as e:
         raise DataError(f"{path}: cannot read ({e})") from e
-    if path.endswith(".json"):
+    if path.removesuffix(".gz").endswith(".json"):
         try:
             records = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:

@@ -24,14 +24,14 @@ Rows (one per pair; the layout the reward model's loss and `ScalarRewardModel` s
 """
 from __future__ import annotations
 
-import gzip
-import json
 import os
 from typing import Any, Sequence
 
 import numpy as np
 
 from shared.data.sources import DataError, resolve_files, split_names
+from shared.rl.tasks import read_records
+from shared.train.sft import SFTBatchIterator
 
 HH_ASSISTANT = "\n\nAssistant:"
 ROW_KEYS = ("chosen", "rejected", "chosen_last", "rejected_last", "len_chosen", "len_rejected", "weight")
@@ -85,38 +85,13 @@ def pair_record(record: Any, where: str) -> dict:
     return pair
 
 
-def iter_records(path: str):
-    """(where "file:line", record) of a .jsonl, .jsonl.gz or .json (array) file."""
-    try:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as f:
-            data = f.read()
-    except (OSError, EOFError) as e:
-        raise DataError(f"{path}: cannot read ({e})") from e
-    if path.endswith(".json"):
-        try:
-            records = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise DataError(f"{path}: not a JSON file ({e})") from e
-        if not isinstance(records, list):
-            raise DataError(f"{path}: expected a JSON array of records")
-        yield from ((f"{path}[{i}]", r) for i, r in enumerate(records))
-        return
-    for lineno, raw in enumerate(data.splitlines(), start=1):
-        if raw.strip():
-            try:
-                yield f"{path}:{lineno}", json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise DataError(f"{path}:{lineno}: invalid JSON record ({e})") from e
-
-
 def read_pairs(pattern: str, key: str = "data.path") -> list[tuple[str, dict]]:
     """[(name "file:line", pair)] of every record in the files `pattern` names (file, folder or glob)."""
     files, root = resolve_files(pattern, key, (".jsonl", ".json"))
     out = []
     for path in files:
         relative = os.path.relpath(os.path.abspath(path), root)
-        for where, record in iter_records(path):
+        for where, record in read_records(path):
             out.append((f"{relative}:{where.rsplit(':', 1)[-1]}", pair_record(record, where)))
     if not out:
         raise DataError(f"{key}: {pattern} holds no records")
@@ -196,47 +171,10 @@ def empty_rows(n: int, seq_len: int, pad_id: int, columns: Sequence[str] = ()) -
     return rows
 
 
-class PairBatchIterator:
-    """Infinite batches of rows, reshuffled every epoch from (seed, epoch); JSON state for exact resume."""
+class PairBatchIterator(SFTBatchIterator):
+    """Infinite batches of pair rows, reshuffled every epoch from (seed, epoch); JSON state for exact resume."""
 
-    def __init__(self, rows: dict[str, np.ndarray], batch_size: int, seed: int):
-        self.rows, self.num_rows = rows, len(rows["chosen"])
-        if self.num_rows == 0:
-            raise DataError("rm: no training pairs")
-        self.batch_size, self.seed = int(batch_size), int(seed)
-        self.epoch, self.position = 0, 0
-        self._order = self._permutation(0)
-        checksum = int(np.sum(rows["chosen"].astype(np.int64) * (1 + np.arange(rows["chosen"].shape[1]))) % 2**31)
-        self.layout = {"rows": self.num_rows, "batch_size": self.batch_size, "seed": self.seed, "checksum": checksum}
-
-    def _permutation(self, epoch: int) -> np.ndarray:
-        return np.random.default_rng([self.seed, epoch]).permutation(self.num_rows)
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> dict[str, np.ndarray]:
-        picked, count = [], 0
-        while count < self.batch_size:
-            take = min(self.batch_size - count, self.num_rows - self.position)
-            picked.append(self._order[self.position:self.position + take])
-            self.position += take
-            count += take
-            if self.position == self.num_rows:
-                self.epoch, self.position = self.epoch + 1, 0
-                self._order = self._permutation(self.epoch)
-        index = np.concatenate(picked)
-        return {k: v[index] for k, v in self.rows.items()}
-
-    def get_state(self) -> dict:
-        return {"layout": dict(self.layout), "epoch": self.epoch, "position": self.position}
-
-    def set_state(self, state: dict) -> None:
-        if state.get("layout") != self.layout:
-            raise DataError(f"rm data iterator state does not fit these pairs (saved {state.get('layout')}, "
-                            f"now {self.layout})")
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
-        self._order = self._permutation(self.epoch)
+    key, name = "chosen", "rm"
 
 
 def eval_batches_of(rows: dict[str, np.ndarray], batch_size: int) -> list[dict[str, np.ndarray]]:

@@ -185,16 +185,20 @@ class SFTBatchIterator:
     get_state() is a small JSON dict {"layout", "epoch", "position"}; set_state() on an iterator over the same
     rows continues with exactly the batches the saved one would have given next."""
 
+    key = "inputs"  # the token array that identifies the rows (the layout's checksum is over it)
+    name = "sft"    # for error messages
+
     def __init__(self, rows: dict[str, np.ndarray], batch_size: int, seed: int):
         self.rows = rows
-        self.num_rows = len(rows["inputs"])
+        tokens = rows[self.key]
+        self.num_rows = len(tokens)
         if self.num_rows == 0:
-            raise DataError("sft: no training rows (every example was dropped or the set is empty)")
+            raise DataError(f"{self.name}: no training rows (every example was dropped or the set is empty)")
         self.batch_size, self.seed = int(batch_size), int(seed)
         self.epoch, self.position = 0, 0
         self._order = self._permutation(0)
-        checksum = int(np.sum(rows["inputs"].astype(np.int64) * (1 + np.arange(rows["inputs"].shape[1]))) % 2**31)
-        self.layout = {"rows": self.num_rows, "seq_len": int(rows["inputs"].shape[1]),
+        checksum = int(np.sum(tokens.astype(np.int64) * (1 + np.arange(tokens.shape[1]))) % 2**31)
+        self.layout = {"rows": self.num_rows, "seq_len": int(tokens.shape[1]),
                        "batch_size": self.batch_size, "seed": self.seed, "checksum": checksum}
 
     def _permutation(self, epoch: int) -> np.ndarray:
@@ -223,7 +227,7 @@ class SFTBatchIterator:
         saved = state.get("layout", {})
         if saved != self.layout:
             diff = ", ".join(f"{k}: saved {saved.get(k)}, now {v}" for k, v in self.layout.items() if saved.get(k) != v)
-            raise DataError(f"sft data iterator state does not fit these rows ({diff or saved})")
+            raise DataError(f"{self.name} data iterator state does not fit these rows ({diff or saved})")
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
         self._order = self._permutation(self.epoch)
 
