@@ -137,9 +137,8 @@ def run_seed(config, workdir: str) -> dict:
 
 @TASKS.register(TASK)
 def dir_rm(config, workdir: str) -> dict:
-    done = finished_summary(workdir, config)
+    done = finished_summary(workdir, config, announce="dir_debias")
     if done is not None:
-        print(f"[dir_debias] {workdir} already finished (summary.json); nothing to do.", flush=True)
         return done
     if config.dir.compile_cache:
         enable_compile_cache(os.path.join(workdir, "jax_cache"))

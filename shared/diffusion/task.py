@@ -64,9 +64,8 @@ def diffusion_greedy_eval(trainer, tokenizer, config, task: str, examples: list[
 
 @TASKS.register("mdm")
 def mdm(config, workdir: str) -> dict:
-    done = finished_summary(workdir, config)
+    done = finished_summary(workdir, config, announce="mdm")
     if done is not None:
-        print(f"[mdm] {workdir} already finished {done['steps']} steps (summary.json); nothing to do.", flush=True)
         return done
     opts = diffusion_options(config)
     if config.model.causal:

@@ -66,9 +66,8 @@ def rl_task(config, workdir: str) -> dict:
     from shared.train import write_summary
     from shared.train.tasks import finished_summary, params_initializer, run_params
 
-    done = finished_summary(workdir, config)
+    done = finished_summary(workdir, config, announce="rl")
     if done is not None:
-        print(f"[rl] {workdir} already finished {done['steps']} steps; nothing to do.", flush=True)
         return done
     rl = config.rl
     options = dict(rl.task_options)

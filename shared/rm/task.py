@@ -174,9 +174,8 @@ def train_rm(config, workdir: str, hooks=None):
 
 @TASKS.register("rm")
 def rm_task(config, workdir: str) -> dict:
-    done = finished_summary(workdir, config)
+    done = finished_summary(workdir, config, announce="rm")
     if done is not None:
-        print(f"[rm] {workdir} already finished {done['steps']} steps (summary.json); nothing to do.", flush=True)
         return done
     trainer, _, _, summary = train_rm(config, workdir)
     write_summary(workdir, summary)

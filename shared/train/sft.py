@@ -335,10 +335,8 @@ def build_sft_data(config, workdir: str):
 
 @TASKS.register("sft")
 def sft(config, workdir: str) -> dict:
-    done = finished_summary(workdir, config)
+    done = finished_summary(workdir, config, announce="sft")
     if done is not None:
-        print(f"[sft] {workdir} already finished {done['steps']} steps (summary.json); nothing to do. "
-              f"Raise --config.train.steps to train on.", flush=True)
         return done
     tokenizer, train_iter, eval_batches, stats, task = build_sft_data(config, workdir)
     greedy_sets = greedy_eval_sets(config, task)

@@ -86,8 +86,9 @@ def params_initializer(config):
     return init
 
 
-def finished_summary(workdir: str, config) -> dict | None:
-    """The summary of a run that already reached train.steps in this workdir (re-running it is a no-op)."""
+def finished_summary(workdir: str, config, announce: str = "") -> dict | None:
+    """The summary of a run that already reached train.steps in this workdir (re-running it is a no-op).
+    announce: a task name; when the run is finished, say so on stdout as "[<announce>] ..."."""
     import json
     import os
 
@@ -96,15 +97,18 @@ def finished_summary(workdir: str, config) -> dict | None:
         return None
     with open(path) as f:
         summary = json.load(f)
-    return summary if summary.get("steps", -1) >= config.train.steps else None
+    if summary.get("steps", -1) < config.train.steps:
+        return None
+    if announce:
+        print(f"[{announce}] {workdir} already finished {summary['steps']} steps (summary.json); nothing to do. "
+              f"Raise --config.train.steps to train on.", flush=True)
+    return summary
 
 
 @TASKS.register("pretrain")
 def pretrain(config, workdir: str) -> dict:
-    done = finished_summary(workdir, config)
+    done = finished_summary(workdir, config, announce="pretrain")
     if done is not None:
-        print(f"[pretrain] {workdir} already finished {done['steps']} steps (summary.json); nothing to do. "
-              f"Raise --config.train.steps to train on.", flush=True)
         return done
     tokenizer, train_iter, eval_batches = build_data(config, workdir)
     trainer = Trainer(config, workdir, init_params=params_initializer(config))
