@@ -16,7 +16,7 @@ split only (the paper's other 7 sets are not available offline). Nothing here ha
 """
 import ml_collections
 
-from projects.clipo.config import add_clipo, qwen25_policy, set_base_algorithm, tiny_smoke_policy
+from projects.clipo.config import add_clipo, qwen25_policy, set_base_algorithm, tiny_smoke_run
 from shared.config.base import base_config
 
 VARIANTS = ("3b", "0.5b", "smoke")  # every variant is built and validated in CI (tests/test_experiments.py)
@@ -62,13 +62,4 @@ def get_config(arg=None):
 
 
 def smoke(c):
-    tiny_smoke_policy(c)
-    c.clipo.proj_dim, c.clipo.warmup_steps = 16, 1
-    c.rl.task = "rl/tinygsm_sym"
-    c.rl.n_train, c.rl.n_eval = 32, 4
-    c.rl.prompts_per_step, c.rl.group_size, c.rl.max_new_tokens = 4, 4, 8
-    c.rl.eval_every = 100
-    c.train.steps, c.train.log_every, c.train.checkpoint_every = 2, 1, 2
-    c.train.progress = False
-    c.optim.warmup_steps = 1
-    return c
+    return tiny_smoke_run(c)

@@ -18,7 +18,7 @@ DAPO and GSPO is unknown (clipo.md open question 3); we use rl_base_algorithms.m
 """
 import ml_collections
 
-from projects.clipo.config import BASE_ALGORITHMS, add_clipo, qwen25_policy, set_base_algorithm, tiny_smoke_policy
+from projects.clipo.config import BASE_ALGORITHMS, add_clipo, qwen25_policy, set_base_algorithm, tiny_smoke_run
 from shared.config.base import base_config
 
 VARIANTS = (*BASE_ALGORITHMS, "smoke")
@@ -64,14 +64,7 @@ def get_config(arg=None):
 
 
 def smoke(c):
-    tiny_smoke_policy(c)
-    c.clipo.proj_dim, c.clipo.warmup_steps = 16, 1
-    c.rl.task = "rl/tinygsm_sym"
-    c.rl.n_train, c.rl.n_eval = 32, 4
-    c.rl.prompts_per_step, c.rl.group_size, c.rl.max_new_tokens = 4, 4, 8
+    tiny_smoke_run(c)
     c.rl.dynamic_sampling_max_tries = 1
-    c.rl.eval_every, c.rl.eval_samples = 100, 0
-    c.train.steps, c.train.log_every, c.train.checkpoint_every = 2, 1, 2
-    c.train.progress = False
-    c.optim.warmup_steps = 1
+    c.rl.eval_samples = 0
     return c

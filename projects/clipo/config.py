@@ -110,6 +110,20 @@ def tiny_smoke_policy(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict
     return c
 
 
+def tiny_smoke_run(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """The `:smoke` variant of the Qwen configs: tiny policy, a tiny CLIPO head, 2 RL steps on TinyGSM-Sym."""
+    tiny_smoke_policy(c)
+    c.clipo.proj_dim, c.clipo.warmup_steps = 16, 1
+    c.rl.task = "rl/tinygsm_sym"
+    c.rl.n_train, c.rl.n_eval = 32, 4
+    c.rl.prompts_per_step, c.rl.group_size, c.rl.max_new_tokens = 4, 4, 8
+    c.rl.eval_every = 100
+    c.train.steps, c.train.log_every, c.train.checkpoint_every = 2, 1, 2
+    c.train.progress = False
+    c.optim.warmup_steps = 1
+    return c
+
+
 @register_validator
 def check_clipo(config, mesh_shape) -> None:
     """config.clipo: a known mode, a positive temperature, a non-positive clamp, the hook named in train.hooks."""
