@@ -51,7 +51,7 @@ class Decoder(nnx.Module):
 
     def __call__(self, inputs, positions=None, segment_ids=None, *, cache=None, cache_index=None, kv_valid=None,
                  hidden: str = "none", pool_mask=None, attention: str = "xla",
-                 scan_unroll: int = 1, layer_params: list | None = None) -> dict[str, Any]:
+                 layer_params: list | None = None) -> dict[str, Any]:
         """inputs int[B,T] -> {"logits": [B,T,V], <other head>: ..., optional "hidden", "layer_hidden",
         "pooled", "cache"}.
 
@@ -59,8 +59,6 @@ class Decoder(nnx.Module):
         documents (attention stays inside a document). cache: from `init_cache`; with it, cache_index is where
         these T tokens go and the returned "cache" holds them. hidden: "none" | "last" (final normed hidden
         [B,T,D]) | "layers" (the stream after the embedding and after every layer, [L+1,B,T,D]).
-        scan_unroll: layers per iteration of the layer loop (n_layers = fully unrolled). Decoding one token is
-        latency-bound, and each loop iteration costs a device round trip on GPU; unrolling removes them.
         A per-layer cache (`init_cache(..., per_layer=True)`, a list of L caches) runs the layers as a Python
         loop: each layer then reads and writes its own buffer, with no slice of a stacked cache copied per
         step (the decode loop's main cost on GPU). layer_params: that loop's per-layer parameter states
@@ -112,8 +110,7 @@ class Decoder(nnx.Module):
             per_layer = jnp.stack(outs) if keep_layers else None
         else:
             layers = jnp.arange(cfg.n_layers, dtype=jnp.int32)
-            (h, new_cache), per_layer = jax.lax.scan(body, (h, cache), (layer_state, layers),
-                                                      unroll=max(1, min(int(scan_unroll), cfg.n_layers)))
+            (h, new_cache), per_layer = jax.lax.scan(body, (h, cache), (layer_state, layers))
 
         out = self.block_cls.exit(h, cfg)
         if self.block_cls.final_norm:
