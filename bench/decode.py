@@ -135,6 +135,20 @@ def jax_info() -> dict:
     return info
 
 
+def op_profile(fn, top: int) -> dict:
+    """GPU busy time and the `top` XLA ops by GPU time over one traced call of fn (which must block)."""
+    import jax
+
+    from bench.profile_step import gpu_op_times
+
+    trace_dir = tempfile.mkdtemp(prefix="decode_trace_")
+    with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+        fn()
+    totals = gpu_op_times(trace_dir)
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:top]
+    return {"busy_ms": sum(totals.values()) / 1e3, "top_ops_ms": [[name[:120], us / 1e3] for name, us in ranked]}
+
+
 def use_compile_cache(spec: dict) -> None:
     import jax
 
@@ -169,8 +183,8 @@ def run_ours(spec: dict) -> dict:
 
     use_compile_cache(spec)
     import shared.model  # noqa: F401  (registrations)
-    from shared.model import build_model, init_cache
-    from shared.rl.sampler import Sampler, SamplingParams, _choose
+    from shared.model import build_model
+    from shared.rl.sampler import Sampler, SamplingParams
 
     info = jax_info()
     b, p, t = spec["batch"], spec["prompt_len"], spec["new_tokens"]
@@ -186,24 +200,20 @@ def run_ours(spec: dict) -> dict:
         prompt_dev = jnp.asarray(prompts_np)
         lengths_dev = jnp.full((b,), p, jnp.int32)
 
-        @jax.jit
-        def prefill(params, prompt_tokens, prompt_lengths):
-            """Sampler._decode up to its first sampled token (same cache size, mask and positions)."""
-            first_real = prompt_tokens.shape[1] - prompt_lengths
-            kv_valid = jnp.arange(p + t)[None, :] >= first_real[:, None]
-            positions = jnp.maximum(jnp.arange(p)[None, :] - first_real[:, None], 0)
-            out = nnx.merge(graphdef, params)(prompt_tokens, positions, cache=init_cache(cfg, b, p + t),
-                                              cache_index=jnp.int32(0), kv_valid=kv_valid, attention="xla")
-            token, _ = _choose(out["logits"][:, -1], key, 0.0, 0, 1.0)
-            return token, out["cache"]
-
         runs = {}
         for dtype in spec["param_dtypes"]:
             params = params32 if dtype == "float32" else jax.tree.map(lambda x: x.astype(jnp.dtype(dtype)), params32)
             # eos_id=-1: no sampled token equals it, so every row decodes all t tokens (EOS disabled).
-            sampler = Sampler(graphdef, cfg, eos_id=-1, pad_id=0, attention="xla",
-                              layer_loop=spec.get("layer_loop") or "scan")
+            prefill_attention = spec.get("prefill_attention") or "auto"
+            if prefill_attention == "auto":
+                prefill_attention = "cudnn" if jax.default_backend() == "gpu" else "xla"
+            sampler = Sampler(graphdef, cfg, eos_id=-1, pad_id=0, attention=prefill_attention,
+                              layer_loop=spec.get("layer_loop") or "scan",
+                              decode_attention=spec.get("decode_attention") or "auto")
             rollout = None
+            # the sampler's own prompt pass up to its first sampled token (timed alone: prefill_s)
+            prefill = jax.jit(lambda params, prompts, lengths: sampler._prefill(
+                params, prompts, lengths, key, max_new_tokens=t, temperature=0.0, top_k=0, top_p=1.0)[:2])
 
             def generate():
                 nonlocal rollout
@@ -222,19 +232,13 @@ def run_ours(spec: dict) -> dict:
                 with open(path, "w") as f:
                     f.write(lowered.compile().as_text())
             first_s, gen_times = timed_calls(generate, spec["calls"])
-            if spec.get("profile"):  # GPU time per XLA op over one traced device-only call
-                from bench.profile_step import gpu_op_times
-                trace_dir = tempfile.mkdtemp(prefix="decode_trace_")
-                with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
-                    device_only()
-                totals = gpu_op_times(trace_dir)
-                top = sorted(totals.items(), key=lambda kv: -kv[1])[:int(spec["profile"])]
-                info.setdefault("profile", {})[dtype] = {
-                    "busy_ms": sum(totals.values()) / 1e3,
-                    "top_ops_ms": [[name[:120], us / 1e3] for name, us in top]}
+            run_prefill = lambda: jax.block_until_ready(prefill(params, prompt_dev, lengths_dev))  # noqa: E731
+            if spec.get("profile"):  # GPU time per XLA op over one traced device-only call, and one prefill
+                run_prefill()
+                info.setdefault("profile", {})[dtype] = op_profile(device_only, int(spec["profile"]))
+                info.setdefault("prefill_profile", {})[dtype] = op_profile(run_prefill, int(spec["profile"]))
             _, device_times = timed_calls(device_only, spec["calls"])
-            prefill_first_s, prefill_times = timed_calls(
-                lambda: jax.block_until_ready(prefill(params, prompt_dev, lengths_dev)), spec["calls"])
+            prefill_first_s, prefill_times = timed_calls(run_prefill, spec["calls"])
             if sampler.last_decode_steps != t or int(rollout.lengths.min()) != t:
                 raise RuntimeError(f"decode stopped early: {sampler.last_decode_steps} steps, min length "
                                    f"{int(rollout.lengths.min())} (expected {t}: EOS should be disabled)")
@@ -247,6 +251,7 @@ def run_ours(spec: dict) -> dict:
                 "prefill_first_call_s": prefill_first_s,
                 "decode_step_s": max(device_s - prefill_s, 0.0) / max(t - 1, 1),
                 "decode_traces": sampler.trace_counts["decode"],  # 1 = no recompiles across the calls
+                "decode_attention": sampler.decode_attention, "prefill_attention": prefill_attention,
                 "first_tokens": rollout.tokens[0, :8].tolist(),
             }
         info["runs"] = runs
@@ -558,6 +563,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--layer_loop", default="scan", choices=("scan", "python"),
                    help="ours: Sampler(layer_loop=): scanned layers over a stacked cache, or a Python loop over "
                         "per-layer caches")
+    p.add_argument("--decode_attention", default="auto", choices=("auto", "xla", "pallas"),
+                   help="ours: Sampler(decode_attention=): auto = the Pallas kernel on GPU")
+    p.add_argument("--prefill_attention", default="auto", choices=("auto", "xla", "cudnn"),
+                   help="ours: Sampler(attention=) for the prompt pass: auto = cudnn on GPU")
     p.add_argument("--profile", type=int, default=0,
                    help="ours: trace one device-only decode call and keep this many top GPU ops (0 = off)")
     p.add_argument("--dump_hlo", default="", help="ours: write the optimized HLO of the decode function here")
@@ -650,6 +659,7 @@ def main(argv: list[str] | None = None) -> int:
                 spec = {"shape": shape, "batch": batch, "prompt_len": args.prompt_len,
                         "new_tokens": args.new_tokens, "calls": args.calls, "param_dtypes": args.param_dtypes,
                         "compile_cache": args.compile_cache, "layer_loop": args.layer_loop,
+                        "decode_attention": args.decode_attention, "prefill_attention": args.prefill_attention,
                         "profile": args.profile, "dump_hlo": os.path.abspath(args.dump_hlo)
                         if args.dump_hlo else ""}
                 for impl in ["ours"] + args.peers:

@@ -88,6 +88,8 @@ def rl_config() -> ml_collections.ConfigDict:
     c.stop_strings = []
     c.layer_loop = "python"          # sampler: "python" = per-layer KV caches, layers unrolled (faster decode on GPU,
                                      # longer compile); "scan" = scanned layers over one stacked cache
+    c.decode_attention = "auto"      # sampler decode steps: "pallas" kernel over written slots only (GPU), "xla"
+                                     # dense masked attention, "auto" = pallas on GPU else xla
     c.dynamic_sampling_max_tries = 4 # DAPO refill: extra rollout batches drawn to replace dropped groups
     c.eval_every = 50                # RL steps between greedy evaluations on the test and ood sets
     c.eval_samples = 8               # n for pass@k / avg@n at evaluation (0 = greedy only)

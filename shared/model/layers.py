@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from shared import sharding as sh
+from shared.model import decode_attention
 from shared.registry import NORMS
 
 
@@ -122,6 +123,10 @@ class AttentionContext:
     cache_index: jax.Array | None = None  # scalar: where this chunk's keys go in the KV cache (decode mode)
     kv_valid: jax.Array | None = None     # [B,S] bool: cache slots that may be attended (e.g. not left padding)
     implementation: str = "xla"
+    # Single-token steps over a cache: "xla" (masked dense attention over every slot) or "pallas" /
+    # "pallas_interpret" (shared.model.decode_attention: one kernel that visits only slots kv_start..index).
+    decode_attention: str = "xla"
+    kv_start: jax.Array | None = None     # [B] first visible cache slot (the kernel's form of kv_valid)
 
 
 def _mask(ctx: AttentionContext, cfg, q_len: int, k_len: int):
@@ -200,17 +205,7 @@ class Attention(nnx.Module):
 
         new_cache = None
         if cache is not None:
-            # cache = {"k", "v": the whole stacked [L,B,S,K,D] cache, "layer": this layer's index}. Only this
-            # chunk's slots are written (in place in the decode loop's carry); the layer's slab is then read.
-            idx, layer = ctx.cache_index, cache["layer"]
-            zero = jnp.zeros((), jnp.int32)
-            start = (layer, zero, jnp.asarray(idx, jnp.int32), zero, zero)
-            full_k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype)[None], start)
-            full_v = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype)[None], start)
-            new_cache = {"k": full_k, "v": full_v, "layer": layer}
-            k_all = jax.lax.dynamic_index_in_dim(full_k, layer, 0, keepdims=False)
-            v_all = jax.lax.dynamic_index_in_dim(full_v, layer, 0, keepdims=False)
-            out = xla_attention(q, k_all.astype(dt), v_all.astype(dt), _mask(ctx, cfg, q.shape[1], k_all.shape[1]))
+            out, new_cache = self._with_cache(q, k, v, cache, ctx)
         elif ctx.implementation == "cudnn":
             out = self._fused(q, k, v, ctx)
         elif ctx.implementation == "xla":
@@ -221,6 +216,46 @@ class Attention(nnx.Module):
         out = sh.constrain(out, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_HEADS, sh.ACT_HEAD_DIM))
         y = jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(dt))
         return y, new_cache
+
+    def _with_cache(self, q, k, v, cache, ctx):
+        """(attention output, updated cache) for this chunk's q/k/v [B,T,*,D] and a cache {"k", "v": [L,B,S,K,D]
+        (L = 1 for a per-layer cache), "layer": this layer's index}. Only this chunk's slots are written (in
+        place in the decode loop's carry); attention then reads the layer's slots written so far."""
+        cfg = self.cfg
+        dt = q.dtype
+        t, s = q.shape[1], cache["k"].shape[2]
+        idx, layer = ctx.cache_index, cache["layer"]
+        if ctx.decode_attention not in ("xla", "pallas", "pallas_interpret"):
+            raise ValueError(f"decode_attention: unknown {ctx.decode_attention!r} (xla | pallas | pallas_interpret)")
+        kernel = (t == 1 and ctx.decode_attention != "xla" and decode_attention.supported(s) and cfg.causal
+                  and not cfg.sliding_window)
+        start = ctx.kv_start if ctx.kv_start is not None else jnp.zeros((q.shape[0],), jnp.int32)
+        end = jnp.broadcast_to(jnp.asarray(idx, jnp.int32) + 1, start.shape)
+        interpret = ctx.decode_attention == "pallas_interpret"
+        zero = jnp.zeros((), jnp.int32)
+        where = (layer, zero, jnp.asarray(idx, jnp.int32), zero, zero)
+        full_k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype)[None], where)
+        full_v = jax.lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype)[None], where)
+        new_cache = {"k": full_k, "v": full_v, "layer": layer}
+        k_all = jax.lax.dynamic_index_in_dim(full_k, layer, 0, keepdims=False).astype(dt)
+        v_all = jax.lax.dynamic_index_in_dim(full_v, layer, 0, keepdims=False).astype(dt)
+        if kernel:
+            out = decode_attention.sharded_decode_attention(q[:, 0], k_all, v_all, start, end, interpret=interpret)
+            return out[:, None], new_cache
+        if isinstance(idx, int) and cfg.causal:
+            # A static write position: slots past this chunk are never visible (causal), so leave them out
+            # (a prefill from slot 0 then attends over its own T keys, not the whole cache).
+            visible = min(s, idx + t)
+            mask = _mask(ctx, cfg, t, s)[..., :visible]
+            if ctx.implementation == "cudnn" and not cfg.sliding_window:
+                # every query also sees itself, so no softmax row is empty (left-padding queries): their
+                # outputs stay finite; they only ever feed padding slots, which no real token attends to
+                mask = mask | (jnp.arange(visible)[None, :] == idx + jnp.arange(t)[:, None])[None, None]
+                out = jax.nn.dot_product_attention(q, k_all[:, :visible], v_all[:, :visible], mask=mask,
+                                                   implementation="cudnn")
+                return out, new_cache
+            return xla_attention(q, k_all[:, :visible], v_all[:, :visible], mask), new_cache
+        return xla_attention(q, k_all, v_all, _mask(ctx, cfg, t, s)), new_cache
 
     def _fused(self, q, k, v, ctx):
         """cuDNN flash attention. It takes no segment ids: packed rows attend across documents here
@@ -251,13 +286,35 @@ class MLP(nnx.Module):
 
     def __call__(self, x):
         dt = x.dtype
-        up = jnp.einsum("btd,df->btf", x, self.up[...].astype(dt))
-        if self.kind == "swiglu":
+        if self.kind == "swiglu" and self.gate.ndim == 3:
+            # packed [D,2,F] gate+up weights (pack_mlp_weights, decode): one GEMM instead of two
+            gate_up = jnp.einsum("btd,dcf->btcf", x, self.gate[...].astype(dt))
+            hidden = jax.nn.silu(gate_up[..., 0, :]) * gate_up[..., 1, :]
+        elif self.kind == "swiglu":
+            up = jnp.einsum("btd,df->btf", x, self.up[...].astype(dt))
             hidden = jax.nn.silu(jnp.einsum("btd,df->btf", x, self.gate[...].astype(dt))) * up
         else:
-            hidden = jax.nn.gelu(up)
+            hidden = jax.nn.gelu(jnp.einsum("btd,df->btf", x, self.up[...].astype(dt)))
         hidden = sh.constrain(hidden, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_MLP))
         return jnp.einsum("btf,fd->btd", hidden, self.down[...].astype(dt))
+
+
+def pack_mlp_weights(module, state):
+    """`state` (the parameter state of `module`, e.g. one layer's) with the gate and up [D,F] weights of every
+    SwiGLU `MLP` inside `module` packed into one [D,2,F] array, held by both `gate` and `up` (the MLP then runs
+    one GEMM). For inference loops that reuse the weights many times (the sampler packs once per call, outside
+    its decode loop); the training state is unchanged."""
+    for path, node in nnx.iter_graph(module):
+        if isinstance(node, MLP) and node.kind == "swiglu":
+            weights = state
+            for key in path:
+                weights = weights[key]
+            if weights["gate"].ndim == 2:
+                packed = jnp.stack([weights["gate"][...], weights["up"][...]], axis=1)
+                for name in ("gate", "up"):  # leaves are Variables in an nnx.State, arrays in a pure dict
+                    leaf = weights[name]
+                    weights[name] = leaf.replace(packed) if isinstance(leaf, nnx.Variable) else packed
+    return state
 
 
 def rms_norm_ref(x: Any, eps: float):  # used by a few projects for parameter-free norms

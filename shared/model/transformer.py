@@ -51,7 +51,8 @@ class Decoder(nnx.Module):
 
     def __call__(self, inputs, positions=None, segment_ids=None, *, cache=None, cache_index=None, kv_valid=None,
                  hidden: str = "none", pool_mask=None, attention: str = "xla",
-                 layer_params: list | None = None) -> dict[str, Any]:
+                 layer_params: list | None = None, decode_attention: str = "xla",
+                 kv_start=None) -> dict[str, Any]:
         """inputs int[B,T] -> {"logits": [B,T,V], <other head>: ..., optional "hidden", "layer_hidden",
         "pooled", "cache"}.
 
@@ -64,6 +65,9 @@ class Decoder(nnx.Module):
         step (the decode loop's main cost on GPU). layer_params: that loop's per-layer parameter states
         (`unstack_layer_params`), split once outside the decode loop; default: sliced here.
         pool_mask: [B,T] -> "pooled" [B,D] = mean of final hidden over the mask.
+        decode_attention / kv_start: how single-token steps attend to the cache ("xla" | "pallas" |
+        "pallas_interpret", see AttentionContext); kv_start [B] = first visible slot (kv_valid's kernel form).
+        A static (Python int) cache_index lets attention skip the slots after this chunk.
         """
         cfg = self.cfg
         dtype = jnp.dtype(cfg.dtype)
@@ -72,7 +76,8 @@ class Decoder(nnx.Module):
             start = 0 if cache_index is None else cache_index
             positions = jnp.broadcast_to(start + jnp.arange(t, dtype=jnp.int32), (b, t))
         ctx = AttentionContext(positions=positions, segment_ids=segment_ids, cache_index=cache_index,
-                               kv_valid=kv_valid, implementation=attention)
+                               kv_valid=kv_valid, implementation=attention, decode_attention=decode_attention,
+                               kv_start=kv_start)
 
         # The lookup reads a replicated compute-dtype copy: gathering from a (vocab, fsdp)-sharded table into
         # batch-sharded rows otherwise makes XLA rematerialise the whole table anyway (FSDP gathers it too).
@@ -149,6 +154,29 @@ def unstack_layer_params(layer_state, n_layers: int) -> list:
 def decoder_layer_params(params, n_layers: int) -> list:
     """Per-layer parameter states of a Decoder's full param state (for `Decoder(..., layer_params=)`)."""
     return unstack_layer_params(params["layers"], n_layers)
+
+
+def _cast_weights(state, dtype):
+    """Floating arrays with >= 2 dims (weight matrices, head biases) to `dtype`; 1-D norm scales keep theirs
+    (norms compute in float32 from them)."""
+    return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) and x.ndim >= 2
+                        else x, state)
+
+
+def inference_params(graphdef, params, cfg) -> tuple[Any, list]:
+    """(params, per-layer params) for a loop that reuses the weights many times (the sampler's decode): weights
+    cast to the compute dtype once (the model would cast its float32 masters at every use, reading twice the
+    bytes per step), layers unstacked (`Decoder(..., layer_params=)`) and SwiGLU gate/up packed into one GEMM.
+    The same numbers as the model's own casts; the training state is untouched."""
+    from shared.model.layers import pack_mlp_weights
+
+    dtype = jnp.dtype(cfg.dtype)
+    layers_module = nnx.merge(graphdef, params).layers  # which sub-modules are MLPs (names alone could mislead)
+    layers = [pack_mlp_weights(layers_module, _cast_weights(state, dtype))
+              for state in decoder_layer_params(params, cfg.n_layers)]
+    outer = _cast_weights(params, dtype)
+    outer["layers"] = params["layers"]  # the stacked copy is not read when layer_params are given
+    return outer, layers
 
 
 CACHE_AXES = (sh.LAYERS, sh.ACT_BATCH, sh.CACHE_LENGTH, sh.ACT_KV_HEADS, sh.ACT_HEAD_DIM)

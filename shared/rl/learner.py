@@ -160,7 +160,8 @@ class RLLearner:
         self.mesh = self.trainer.mesh
         self.sampler = Sampler(self.trainer.graphdef, config.model, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id,
                                mesh=self.mesh, rules=self.trainer.rules, attention=self.trainer.attention,
-                               tokenizer=tokenizer, layer_loop=str(self.rl.get("layer_loop", "python")))
+                               tokenizer=tokenizer, layer_loop=str(self.rl.get("layer_loop", "python")),
+                               decode_attention=str(self.rl.get("decode_attention", "auto")))
         self.prompts = PromptIterator(train_examples, int(self.rl.prompts_per_step), int(config.seed))
         if self.trainer.data_state is not None:
             self.prompts.set_state(self.trainer.data_state)

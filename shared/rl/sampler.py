@@ -27,7 +27,9 @@ from flax import nnx
 from jax.sharding import NamedSharding
 
 from shared import sharding as sh
-from shared.model.transformer import CACHE_AXES, decoder_layer_params, init_cache
+from shared.model import decode_attention as decode_kernel
+from shared.model.transformer import CACHE_AXES, inference_params, init_cache
+from shared.rl import vocab_kernel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,9 +135,9 @@ def _chunked_rows(logits, chunks: int = 128):
     return padded.reshape(b, chunks, width)
 
 
-def _argmax_and_logsumexp(logits):
+def _argmax_and_logsumexp(logits, chunks: int = 128):
     """(argmax [B] int32, logsumexp [B]) of float32 logits [B,V] in two-stage reductions."""
-    rows = _chunked_rows(logits)
+    rows = _chunked_rows(logits, chunks)
     chunk_max = rows.max(-1)                                           # [B,C]
     best_chunk = jnp.argmax(chunk_max, axis=-1)                        # first chunk holding the max
     inside = jnp.argmax(jnp.take_along_axis(rows, best_chunk[:, None, None], axis=1)[:, 0], axis=-1)
@@ -145,11 +147,16 @@ def _argmax_and_logsumexp(logits):
     return token, lse
 
 
-def _choose(logits, key, temperature: float, top_k: int, top_p: float):
+def _choose(logits, key, temperature: float, top_k: int, top_p: float, kernel: str = "xla"):
     """One token per row and its untempered log-prob. Each row draws from its own key (fold_in of its row
-    index), so a row's sample does not depend on the batch padding or the sharding."""
+    index), so a row's sample does not depend on the batch padding or the sharding. kernel: "xla" (two
+    reductions) or "pallas" / "pallas_interpret" (shared.rl.vocab_kernel: one read of the logits) for the
+    greedy token and the logsumexp."""
+    if kernel == "xla":
+        greedy_token, lse = _argmax_and_logsumexp(logits.astype(jnp.float32))
+    else:  # the raw (bf16) logits go in: no float32 copy of the [B,V] logits is written for it
+        greedy_token, lse = vocab_kernel.sharded_argmax_and_logsumexp(logits, interpret=kernel == "pallas_interpret")
     logits = logits.astype(jnp.float32)
-    greedy_token, lse = _argmax_and_logsumexp(logits)
     if temperature == 0:
         token = greedy_token
     else:
@@ -169,13 +176,18 @@ class Sampler:
 
     mesh / rules: params may be sharded on `mesh` (shared.sharding); rows are split over the mesh axes that
     rules map `act_batch` to ((data, fsdp) by default) and the batch is padded with dummy rows to a multiple
-    of that size. attention applies to the pooled-hidden forward; prefill/decode use the cache path (XLA
-    attention with the padding mask). tokenizer: needed for stop strings and `texts`. batch_multiple: pad
+    of that size. attention ("xla" | "cudnn"): the prompt pass and the pooled-hidden forward; decode steps
+    follow `decode_attention`. tokenizer: needed for stop strings and `texts`. batch_multiple: pad
     the rows further, to a multiple of this too, so that batches of varying size share one compilation.
+    decode_attention: the decode steps' kernels: "xla" (dense masked attention over every cache slot, two
+    XLA reductions over the logits), "pallas" (GPU: shared.model.decode_attention, one kernel per step and
+    layer that reads only the written slots, and shared.rl.vocab_kernel, greedy token and logsumexp in one
+    read of the logits), "pallas_interpret" (the same kernels interpreted: CPU tests), "auto" = pallas on
+    GPU else xla.
     """
 
     def __init__(self, graphdef, model_cfg, *, eos_id, pad_id, mesh=None, rules=None, attention="xla",
-                 tokenizer=None, batch_multiple: int = 1, layer_loop: str = "scan"):
+                 tokenizer=None, batch_multiple: int = 1, layer_loop: str = "scan", decode_attention: str = "auto"):
         self.graphdef = graphdef
         self.model_cfg = model_cfg
         self.eos_id = int(eos_id)
@@ -190,6 +202,12 @@ class Sampler:
         # "python": per-layer KV caches and per-layer params split once per call, layers unrolled in the
         # decode step; no per-step copy of a stacked cache slice (faster on GPU, longer compile).
         self.layer_loop = layer_loop
+        if decode_attention == "auto":
+            decode_attention = "pallas" if jax.default_backend() == "gpu" else "xla"
+        if decode_attention not in ("xla", "pallas", "pallas_interpret"):
+            raise ValueError(f"Sampler(decode_attention={decode_attention!r}): expected 'auto', 'xla', 'pallas' "
+                             "or 'pallas_interpret'")
+        self.decode_attention = decode_attention
         if self.row_multiple < 1:
             raise ValueError(f"Sampler(batch_multiple={batch_multiple}): must be >= 1")
         self.trace_counts = collections.Counter()  # traces per jitted function (tests: no recompiles)
@@ -200,25 +218,41 @@ class Sampler:
 
     # ---------------------------------------------------------------- device side
 
-    def _decode(self, params, prompt_tokens, prompt_lengths, rng, *, max_new_tokens, temperature, top_k, top_p):
-        self.trace_counts["decode"] += 1
-        graphdef, cfg, eos, pad = self.graphdef, self.model_cfg, self.eos_id, self.pad_id
+    def _prefill(self, params, prompt_tokens, prompt_lengths, rng, *, max_new_tokens, temperature, top_k, top_p):
+        """The prompt pass: (cache holding the prompt, first sampled token and its log-prob, what the decode
+        steps reuse: params, kv_valid, first real slot per row, per-layer params)."""
+        graphdef, cfg = self.graphdef, self.model_cfg
         b, p = prompt_tokens.shape
-        t_max = max_new_tokens
+        slots = p + max_new_tokens
+        if self.decode_attention != "xla":  # the kernel walks the cache in whole blocks; extra slots stay unseen
+            slots = -(-slots // decode_kernel.BLOCK_SLOTS) * decode_kernel.BLOCK_SLOTS
         first_real = p - prompt_lengths                                    # [B]
-        kv_valid = jnp.arange(p + t_max)[None, :] >= first_real[:, None]   # [B,S]: hides the left padding
+        kv_valid = jnp.arange(slots)[None, :] >= first_real[:, None]       # [B,S]: hides the left padding
         positions = jnp.maximum(jnp.arange(p)[None, :] - first_real[:, None], 0)
         per_layer = self.layer_loop == "python"
-        cache = jax.tree.map(lambda x: sh.constrain(x, CACHE_AXES), init_cache(cfg, b, p + t_max,
-                                                                               per_layer=per_layer))
-        layer_params = decoder_layer_params(params, cfg.n_layers) if per_layer else None
+        cache = jax.tree.map(lambda x: sh.constrain(x, CACHE_AXES), init_cache(cfg, b, slots, per_layer=per_layer))
+        layer_params = None
+        if per_layer:  # once per call, outside the decode loop: compute-dtype weights, gate/up packed
+            params, layer_params = inference_params(graphdef, params, cfg)
 
         model = nnx.merge(graphdef, params)
-        out = model(prompt_tokens, positions, cache=cache, cache_index=jnp.int32(0), kv_valid=kv_valid,
-                    attention="xla", hidden="last", layer_params=layer_params)
+        # cache_index 0 as a Python int: the prompt attends over its own P slots, not the whole cache
+        out = model(prompt_tokens, positions, cache=cache, cache_index=0, kv_valid=kv_valid,
+                    attention=self.attention, hidden="last", layer_params=layer_params)
         # Vocabulary logits at the last prompt position only (XLA drops the unused all-position head).
         last_logits = model.heads["lm"](out["hidden"][:, -1:], model)[:, 0]
-        token, logp = _choose(last_logits, jax.random.fold_in(rng, 0), temperature, top_k, top_p)
+        token, logp = _choose(last_logits, jax.random.fold_in(rng, 0), temperature, top_k, top_p,
+                              self.decode_attention)
+        return out["cache"], token, logp, (params, kv_valid, first_real, layer_params)
+
+    def _decode(self, params, prompt_tokens, prompt_lengths, rng, *, max_new_tokens, temperature, top_k, top_p):
+        self.trace_counts["decode"] += 1
+        graphdef, eos, pad = self.graphdef, self.eos_id, self.pad_id
+        b, p = prompt_tokens.shape
+        t_max = max_new_tokens
+        cache, token, logp, (params, kv_valid, first_real, layer_params) = self._prefill(
+            params, prompt_tokens, prompt_lengths, rng, max_new_tokens=max_new_tokens, temperature=temperature,
+            top_k=top_k, top_p=top_p)
         tokens = jnp.full((b, t_max), pad, jnp.int32).at[:, 0].set(token)
         logps = jnp.zeros((b, t_max), jnp.float32).at[:, 0].set(logp)
         done = (token == eos) | (prompt_lengths == 0)  # dummy rows (length 0) count as finished
@@ -233,8 +267,10 @@ class Sampler:
             step, cache, last, tokens, logps, done, lengths = state
             model = nnx.merge(graphdef, params)
             out = model(last[:, None], (prompt_lengths + step - 1)[:, None], cache=cache, cache_index=p + step - 1,
-                        kv_valid=kv_valid, attention="xla", layer_params=layer_params)
-            token, logp = _choose(out["logits"][:, 0], jax.random.fold_in(rng, step), temperature, top_k, top_p)
+                        kv_valid=kv_valid, attention="xla", layer_params=layer_params,
+                        decode_attention=self.decode_attention, kv_start=first_real)
+            token, logp = _choose(out["logits"][:, 0], jax.random.fold_in(rng, step), temperature, top_k, top_p,
+                                  self.decode_attention)
             token = jnp.where(done, pad, token)
             logp = jnp.where(done, 0.0, logp)
             tokens = jax.lax.dynamic_update_slice_in_dim(tokens, token[:, None], step, axis=1)
@@ -244,7 +280,7 @@ class Sampler:
             new_cache = jax.tree.map(lambda x: sh.constrain(x, CACHE_AXES), out["cache"])
             return step + 1, new_cache, token, tokens, logps, done, lengths
 
-        state = (jnp.int32(1), out["cache"], token, tokens, logps, done, lengths)
+        state = (jnp.int32(1), cache, token, tokens, logps, done, lengths)
         steps, _, _, tokens, logps, done, lengths = jax.lax.while_loop(cond, body, state)
         return {"tokens": tokens, "logprobs": logps, "lengths": lengths, "eos": done, "steps": steps}
 

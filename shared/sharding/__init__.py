@@ -179,6 +179,26 @@ def current_mesh() -> Mesh | None:
     return _ctx.mesh
 
 
+def current_rules() -> tuple:
+    return _ctx.rules
+
+
+def map_row_shards(fn, *arrays):
+    """fn(*arrays) with every array's leading (batch) axis split as the active rules split `act_batch`, and
+    the other axes whole: runs per shard under shard_map. For custom kernels (Pallas), which have no
+    partitioning rule of their own; fn's outputs must be row-wise too. Without an active multi-device mesh
+    it is a plain call."""
+    mesh = _ctx.mesh
+    if mesh is None or mesh.size == 1:
+        return fn(*arrays)
+    rows = spec_for((ACT_BATCH,), (arrays[0].shape[0],), mesh=mesh, rules=_ctx.rules)
+    spec = P(rows[0] if len(rows) else None)
+    out_shapes = jax.eval_shape(fn, *arrays)
+    out_specs = jax.tree.map(lambda _: spec, out_shapes)
+    return jax.shard_map(fn, mesh=mesh, in_specs=(spec,) * len(arrays), out_specs=out_specs,
+                         check_vma=False)(*arrays)
+
+
 def logical_sharding(names: Sequence[str | None], shape: Sequence[int], mesh: Mesh | None = None,
                      rules=None) -> NamedSharding:
     mesh = mesh or _ctx.mesh

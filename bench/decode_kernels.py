@@ -1,0 +1,232 @@
+"""GPU time of the pieces of one decode step, in alternative formulations (what to change in the sampler).
+
+Each variant runs `--iters` times inside one jitted `fori_loop` (weights loop-invariant, as in the sampler's
+decode loop; the input fed back so no iteration can be hoisted); one call is traced with the JAX profiler and
+the summed GPU kernel time is divided by the iteration count. Shapes default to the Qwen2.5-0.5B decode step at
+batch 256 with a 384-slot cache.
+
+    python -m bench.decode_kernels --out=$OUT/decode_kernels.json
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import sys
+import tempfile
+import time
+
+
+def build_variants(b: int, s: int, d: int, h: int, kv: int, hd: int, f: int, v: int, attn_layers: int = 8):
+    import jax
+    import jax.numpy as jnp
+
+    from shared.model.layers import xla_attention
+    from shared.rl.sampler import _argmax_and_logsumexp
+
+    bf = jnp.bfloat16
+    keys = iter(jax.random.split(jax.random.key(0), 32))
+
+    def rand(*shape, scale=0.02):
+        return (scale * jax.random.normal(next(keys), shape, jnp.float32)).astype(bf)
+
+    x = rand(b, 1, d, scale=1.0)
+    w_gate, w_up, w_down = rand(d, f), rand(d, f), rand(f, d)
+    w_q, w_k, w_v, w_o = rand(d, h, hd), rand(d, kv, hd), rand(d, kv, hd), rand(h, hd, d)
+    embed = rand(v, d)
+    # one cache per layer, so the attention variants stream them from HBM as a decode step does (one layer's
+    # cache alone would sit in L2)
+    caches_k = [rand(b, s, kv, hd, scale=1.0) for _ in range(attn_layers)]
+    caches_v = [rand(b, s, kv, hd, scale=1.0) for _ in range(attn_layers)]
+    valid = jnp.arange(s)[None, :] < (s * 3) // 4                      # [1,S]: 3/4 of the slots written
+    mask = jnp.broadcast_to(valid[:, None, None, :], (b, 1, 1, s))
+    q = rand(b, 1, h, hd, scale=1.0)
+
+    def mlp_separate(x, w):
+        gate = jnp.einsum("btd,df->btf", x, w["gate"])
+        up = jnp.einsum("btd,df->btf", x, w["up"])
+        return jnp.einsum("btf,fd->btd", jax.nn.silu(gate) * up, w["down"])
+
+    def mlp_concat(x, w):
+        gate_up = jnp.einsum("btd,df->btf", x, w["gate_up"])
+        gate, up = jnp.split(gate_up, 2, axis=-1)
+        return jnp.einsum("btf,fd->btd", jax.nn.silu(gate) * up, w["down"])
+
+    def mlp_stacked(x, w):
+        gate_up = jnp.einsum("btd,dcf->cbtf", x, w["gate_up_stacked"])
+        return jnp.einsum("btf,fd->btd", jax.nn.silu(gate_up[0]) * gate_up[1], w["down"])
+
+    mlp_w = {"gate": w_gate, "up": w_up, "down": w_down, "gate_up": jnp.concatenate([w_gate, w_up], 1),
+             "gate_up_stacked": jnp.stack([w_gate, w_up], 1)}
+
+    def qkvo_separate(x, w):
+        qq = jnp.einsum("btd,dhk->bthk", x, w["q"])
+        kk = jnp.einsum("btd,dhk->bthk", x, w["k"])
+        vv = jnp.einsum("btd,dhk->bthk", x, w["v"])
+        mix = qq + jnp.tile(kk + vv, (1, 1, h // kv, 1))
+        return jnp.einsum("bthk,hkd->btd", mix, w["o"])
+
+    def qkvo_concat(x, w):
+        qkv = jnp.einsum("btd,dhk->bthk", x, w["qkv"])
+        qq, kk, vv = qkv[:, :, :h], qkv[:, :, h:h + kv], qkv[:, :, h + kv:]
+        mix = qq + jnp.tile(kk + vv, (1, 1, h // kv, 1))
+        return jnp.einsum("bthk,hkd->btd", mix, w["o"])
+
+    qkv_w = {"q": w_q, "k": w_k, "v": w_v, "o": w_o, "qkv": jnp.concatenate([w_q, w_k, w_v], 1)}
+
+    def attn_current(qx, k, v, w):
+        return xla_attention(qx, k, v, w["mask"])
+
+    def attn_bf16_scores(qx, k, v, w):
+        g = h // kv
+        qr = qx.reshape(b, 1, kv, g, hd)
+        scores = jnp.einsum("btkgd,bskd->bkgts", qr, k).astype(jnp.float32) / math.sqrt(hd)
+        scores = jnp.where(w["mask"][:, :, None], scores, -1e30)
+        probs = jax.nn.softmax(scores, axis=-1).astype(bf)
+        return jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(b, 1, h, hd)
+
+    def attn_cudnn(qx, k, v, w):
+        return jax.nn.dot_product_attention(qx, k, v, mask=w["mask"], implementation="cudnn")
+
+    def attn_pallas(qx, k, v, w, num_warps=4, block_slots=64):
+        from shared.model.decode_attention import decode_attention
+        start = jnp.zeros((b,), jnp.int32)
+        end = jnp.full((b,), (s * 2) // 3, jnp.int32)   # 256 of 384: the mean context of a 128 + 256 decode
+        return decode_attention(qx[:, 0], k, v, start, end, num_warps=num_warps, block_slots=block_slots)[:, None]
+
+    def over_layers(fn):
+        def run(qx, w):
+            for k, v in zip(w["ks"], w["vs"]):
+                qx = qx + fn(qx, k, v, w) * 1e-3
+            return qx
+        return run
+
+    attn_w = {"ks": caches_k, "vs": caches_v, "mask": mask}
+
+    def head_current(hid, w):
+        logits = jnp.einsum("bd,vd->bv", hid, w["embed"]).astype(jnp.float32)
+        return _argmax_and_logsumexp(logits)
+
+    def head_f32_out(hid, w):
+        logits = jnp.einsum("bd,vd->bv", hid, w["embed"], preferred_element_type=jnp.float32)
+        return _argmax_and_logsumexp(logits)
+
+    def head_transposed(hid, w):
+        logits = jnp.einsum("bd,dv->bv", hid, w["embed_t"]).astype(jnp.float32)
+        return _argmax_and_logsumexp(logits)
+
+    def head_chunks(hid, w, chunks):
+        logits = jnp.einsum("bd,vd->bv", hid, w["embed"]).astype(jnp.float32)
+        return _argmax_and_logsumexp(logits, chunks)
+
+    def head_direct(hid, w):
+        """argmax and max as sibling reductions of one pass, then the sum of exp: no chunking."""
+        logits = jnp.einsum("bd,vd->bv", hid, w["embed"]).astype(jnp.float32)
+        top = logits.max(-1)
+        return jnp.argmax(logits, -1), top + jnp.log(jnp.exp(logits - top[:, None]).sum(-1))
+
+    def head_pallas(hid, w, tile):
+        from shared.rl.vocab_kernel import argmax_and_logsumexp
+        return argmax_and_logsumexp(jnp.einsum("bd,vd->bv", hid, w["embed"]), tile=tile)
+
+    def head_gemm_only(hid, w):
+        logits = jnp.einsum("bd,vd->bv", hid, w["embed"])
+        return jnp.argmax(logits[:, :8], -1), logits[:, 0].astype(jnp.float32)
+
+    head_w = {"embed": embed, "embed_t": embed.T}
+
+    def feed_row(x, y):  # x [B,1,D]; y anything [B,...]: a cheap dependency of the next input on this output
+        return x + (y.reshape(y.shape[0], -1)[:, :1].astype(x.dtype)[:, None] * 1e-3)
+
+    variants = {}
+    for name, fn in [("mlp/separate", mlp_separate), ("mlp/concat", mlp_concat), ("mlp/stacked", mlp_stacked)]:
+        variants[name] = (lambda fn: lambda x, w: feed_row(x, fn(x, w)))(fn), x, mlp_w
+    for name, fn in [("qkvo/separate", qkvo_separate), ("qkvo/concat", qkvo_concat)]:
+        variants[name] = (lambda fn: lambda x, w: feed_row(x, fn(x, w)))(fn), x, qkv_w
+    pallas = functools.partial
+    for name, fn in [("attn/current", attn_current), ("attn/bf16_scores", attn_bf16_scores),
+                     ("attn/cudnn", attn_cudnn), ("attn/pallas", attn_pallas),
+                     ("attn/pallas_w2", pallas(attn_pallas, num_warps=2)),
+                     ("attn/pallas_b32", pallas(attn_pallas, block_slots=32)),
+                     ("attn/pallas_b128", pallas(attn_pallas, block_slots=128))]:
+        variants[name] = over_layers(fn), q, attn_w
+    for name, fn in [("head/current", head_current), ("head/f32_out", head_f32_out),
+                     ("head/transposed", head_transposed), ("head/direct", head_direct),
+                     ("head/chunks1", functools.partial(head_chunks, chunks=1)),
+                     ("head/chunks8", functools.partial(head_chunks, chunks=8)),
+                     ("head/chunks32", functools.partial(head_chunks, chunks=32)),
+                     ("head/pallas_t2048", functools.partial(head_pallas, tile=2048)),
+                     ("head/pallas_t4096", functools.partial(head_pallas, tile=4096)),
+                     ("head/pallas_t8192", functools.partial(head_pallas, tile=8192)),
+                     ("head/gemm_only", head_gemm_only)]:
+        variants[name] = ((lambda fn: lambda hid, w: hid + fn(hid, w)[1][:, None].astype(hid.dtype) * 1e-6)(fn),
+                          x[:, 0], head_w)
+    variants["feedback_only"] = (lambda x, w: feed_row(x, x * 2), x, {})
+    return variants
+
+
+def time_variant(fn, x0, weights, iters: int, per_iter: int = 1) -> dict:
+    import jax
+
+    from bench.profile_step import gpu_op_times
+
+    @jax.jit
+    def looped(x, w):
+        return jax.lax.fori_loop(0, iters, lambda i, x: fn(x, w), x)
+
+    start = time.perf_counter()
+    jax.block_until_ready(looped(x0, weights))
+    compile_s = time.perf_counter() - start
+    walls = []
+    for _ in range(3):
+        start = time.perf_counter()
+        jax.block_until_ready(looped(x0, weights))
+        walls.append(time.perf_counter() - start)
+    trace_dir = tempfile.mkdtemp(prefix="decode_kernels_")
+    with jax.profiler.trace(trace_dir):
+        jax.block_until_ready(looped(x0, weights))
+    totals = gpu_op_times(trace_dir)
+    top = sorted(totals.items(), key=lambda kv: -kv[1])[:6]
+    n = iters * per_iter
+    return {"busy_us_per_iter": sum(totals.values()) / n, "wall_us_per_iter": min(walls) * 1e6 / n,
+            "compile_s": compile_s, "top_kernels_us_per_iter": [[name[:90], us / n] for name, us in top]}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--slots", type=int, default=384)
+    p.add_argument("--dims", default="896,14,2,64,4864,151936", help="d_model,heads,kv_heads,head_dim,d_ff,vocab")
+    p.add_argument("--iters", type=int, default=200)
+    p.add_argument("--attn_layers", type=int, default=8,
+                   help="attention variants run over this many layer caches per iteration (out of L2, as in decode)")
+    p.add_argument("--only", default="", help="comma list of variant-name prefixes")
+    p.add_argument("--out", default="")
+    args = p.parse_args(argv)
+
+    import jax
+
+    d, h, kv, hd, f, v = (int(x) for x in args.dims.split(","))
+    variants = build_variants(args.batch, args.slots, d, h, kv, hd, f, v, args.attn_layers)
+    results = {"device": jax.devices()[0].device_kind, "jax": jax.__version__, "args": vars(args), "variants": {}}
+    for name, (fn, x0, weights) in variants.items():
+        if args.only and not any(name.startswith(o) for o in args.only.split(",")):
+            continue
+        try:
+            per = args.attn_layers if name.startswith("attn/") else 1   # attention: time per layer
+            r = time_variant(fn, x0, weights, args.iters, per)
+            print(f"{name:22s} busy {r['busy_us_per_iter']:8.1f} us/iter   wall {r['wall_us_per_iter']:8.1f} us/iter"
+                  f"   top {r['top_kernels_us_per_iter'][:3]}", flush=True)
+        except Exception as e:  # noqa: BLE001  (a formulation the backend rejects is a result too)
+            r = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+            print(f"{name:22s} ERROR {r['error']}", flush=True)
+        results["variants"][name] = r
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(results, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
