@@ -227,8 +227,8 @@ class Attention(nnx.Module):
         idx, layer = ctx.cache_index, cache["layer"]
         if ctx.decode_attention not in ("xla", "pallas", "pallas_interpret"):
             raise ValueError(f"decode_attention: unknown {ctx.decode_attention!r} (xla | pallas | pallas_interpret)")
-        kernel = (t == 1 and ctx.decode_attention != "xla" and decode_attention.supported(s) and cfg.causal
-                  and not cfg.sliding_window)
+        kernel = (t == 1 and ctx.decode_attention != "xla" and decode_attention.supported(s, q.shape[-1])
+                  and cfg.causal and not cfg.sliding_window)
         start = ctx.kv_start if ctx.kv_start is not None else jnp.zeros((q.shape[0],), jnp.int32)
         end = jnp.broadcast_to(jnp.asarray(idx, jnp.int32) + 1, start.shape)
         interpret = ctx.decode_attention == "pallas_interpret"
@@ -247,7 +247,7 @@ class Attention(nnx.Module):
             # (a prefill from slot 0 then attends over its own T keys, not the whole cache).
             visible = min(s, idx + t)
             mask = _mask(ctx, cfg, t, s)[..., :visible]
-            if ctx.implementation == "cudnn" and not cfg.sliding_window:
+            if ctx.implementation == "cudnn" and not cfg.sliding_window and q.dtype in (jnp.bfloat16, jnp.float16):
                 # every query also sees itself, so no softmax row is empty (left-padding queries): their
                 # outputs stay finite; they only ever feed padding slots, which no real token attends to
                 mask = mask | (jnp.arange(visible)[None, :] == idx + jnp.arange(t)[:, None])[None, None]
