@@ -103,6 +103,8 @@ def wants_distributed(preset: dict[str, Any], flag: bool, environ=os.environ) ->
 def initialize_distributed(environ=os.environ) -> None:
     import jax
 
+    if environ.get("JAX_PLATFORMS", "").startswith("cpu"):  # CPU processes (tests) exchange collectives via gloo
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
     kwargs = {}
     if environ.get("JAX_NUM_PROCESSES"):
         kwargs["num_processes"] = int(environ["JAX_NUM_PROCESSES"])

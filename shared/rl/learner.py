@@ -199,6 +199,24 @@ class RLLearner:
                               top_k=int(rl.top_k), top_p=float(rl.top_p), n=n or int(rl.group_size),
                               stop_strings=tuple(rl.stop_strings))
 
+    def to_global(self, batch: dict) -> dict:
+        """Whole-batch numpy arrays (every process holds all rollout rows: the sampler gathers them) -> global
+        arrays split over (data, fsdp); each process places only the rows of its own devices. (Trainer.to_global
+        instead takes process-local rows, as a data loader gives them.)"""
+        return {name: jax.make_array_from_callback(np.shape(x), sh.batch_sharding(self.mesh, np.ndim(x)),
+                                                   lambda index, x=np.asarray(x): x[index])
+                for name, x in batch.items()}
+
+    @staticmethod
+    def to_host(x):
+        """A (possibly multi-process) global array -> the whole numpy array on every process; None stays None."""
+        if x is None:
+            return None
+        if not x.is_fully_addressable:
+            from jax.experimental import multihost_utils
+            x = multihost_utils.process_allgather(x, tiled=True)
+        return np.asarray(x)
+
     def rollout_params(self):
         """The policy in the compute dtype, cast once per rollout instead of inside every decode step. The
         behaviour log-probs of the update are recomputed from the fp32 master weights (build_batch)."""
@@ -279,14 +297,15 @@ class RLLearner:
                  "mask": mask.astype(np.float32)}
         times = {}
         start = time.perf_counter()
-        device_batch = self.trainer.to_global(batch)
+        device_batch = self.to_global(batch)
         with sh.use_mesh(self.mesh, self.trainer.rules):
             old_logp, old_values = self._behaviour(self.trainer.params, device_batch)
-            batch["old_logp"] = np.asarray(old_logp)
+            old_logp, old_values = self.to_host(old_logp), self.to_host(old_values)
+            batch["old_logp"] = old_logp
             rewards = jnp.asarray(scored.rewards)
             if self.ref_params is not None:
-                ref_logp = self._behaviour(self.ref_params, device_batch)[0]
-                batch["ref_logp"] = np.asarray(ref_logp)
+                ref_logp = self.to_host(self._behaviour(self.ref_params, device_batch)[0])
+                batch["ref_logp"] = ref_logp
                 if rl.kl_in_reward:
                     rewards = alg.apply_kl_penalty(alg.as_token_rewards(rewards, mask), old_logp, ref_logp,
                                                    jnp.asarray(mask), rl.kl_coef, rl.kl_kind)
@@ -312,7 +331,7 @@ class RLLearner:
             for it in range(int(self.rl.num_iterations)):
                 order = np.asarray(jax.random.permutation(jax.random.fold_in(key, it), n))
                 for part in np.split(order, k):
-                    mini = self.trainer.to_global({name: v[part] for name, v in batch.items()})
+                    mini = self.to_global({name: v[part] for name, v in batch.items()})
                     self.trainer.state, last = self.trainer._train_step(self.trainer.state, mini)
         return {k: float(v) for k, v in jax.device_get(last).items()}
 

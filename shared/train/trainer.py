@@ -90,8 +90,9 @@ class Trainer:
             self.optimizer, self.schedule = make_optimizer(config.optim, config.train.steps, params)
             opt_state = self._init_opt_state(params)
         replicated = NamedSharding(self.mesh, PartitionSpec())
-        scalars = jax.device_put({"step": jnp.zeros((), jnp.int32), "rng": jax.random.key(config.seed),
-                                  "nonfinite": jnp.zeros((), jnp.int32)}, replicated)
+        # made by a jitted function, not device_put: with several processes the mesh is not all addressable here
+        scalars = jax.jit(lambda: {"step": jnp.zeros((), jnp.int32), "rng": jax.random.key(config.seed),
+                                   "nonfinite": jnp.zeros((), jnp.int32)}, out_shardings=replicated)()
         # Leaves jit left on one device (optimizer counters) are replicated, so a restored state (committed to
         # the shardings saved here) lives on the same devices as the params.
         opt_state = self._replicate_stray(opt_state)
