@@ -25,10 +25,10 @@ BLOCK_SLOTS = 64    # cache slots per inner-loop step; the cache length must be 
 MIN_QUERY_ROWS = 16  # a tensor-core dot needs >= 16 rows: a KV head's G query heads are loaded into this many
 
 
-def supported(cache_len: int, head_dim: int = 64) -> bool:
+def supported(cache_len: int, head_dim: int = 64, block_slots: int = BLOCK_SLOTS) -> bool:
     """Shapes the kernel handles: whole cache blocks, and a head dim that is a power of two >= 16 (a Triton
     tensor-core dot needs K >= 16 in bf16; block dims are powers of two). Other shapes use the XLA path."""
-    return cache_len % BLOCK_SLOTS == 0 and head_dim >= 16 and head_dim & (head_dim - 1) == 0
+    return cache_len % block_slots == 0 and head_dim >= 16 and head_dim & (head_dim - 1) == 0
 
 
 def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, o_ref, *, group: int, rows: int, block_slots: int,
@@ -73,7 +73,7 @@ def decode_attention(q, k, v, kv_start, kv_end, *, interpret: bool = False, num_
     q [B,H,D]; k/v [B,S,K,D] -> [B,H,D]."""
     b, h, d = q.shape
     s, kv = k.shape[1], k.shape[2]
-    if s % block_slots or not supported(s, d):
+    if not supported(s, d, block_slots):
         raise ValueError(f"decode_attention: cache length {s} must be a multiple of {block_slots} and head dim {d} "
                          "a power of two >= 16")
     group = h // kv

@@ -227,11 +227,6 @@ class Attention(nnx.Module):
         idx, layer = ctx.cache_index, cache["layer"]
         if ctx.decode_attention not in ("xla", "pallas", "pallas_interpret"):
             raise ValueError(f"decode_attention: unknown {ctx.decode_attention!r} (xla | pallas | pallas_interpret)")
-        kernel = (t == 1 and ctx.decode_attention != "xla" and decode_attention.supported(s, q.shape[-1])
-                  and cfg.causal and not cfg.sliding_window)
-        start = ctx.kv_start if ctx.kv_start is not None else jnp.zeros((q.shape[0],), jnp.int32)
-        end = jnp.broadcast_to(jnp.asarray(idx, jnp.int32) + 1, start.shape)
-        interpret = ctx.decode_attention == "pallas_interpret"
         zero = jnp.zeros((), jnp.int32)
         where = (layer, zero, jnp.asarray(idx, jnp.int32), zero, zero)
         full_k = jax.lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype)[None], where)
@@ -239,8 +234,12 @@ class Attention(nnx.Module):
         new_cache = {"k": full_k, "v": full_v, "layer": layer}
         k_all = jax.lax.dynamic_index_in_dim(full_k, layer, 0, keepdims=False).astype(dt)
         v_all = jax.lax.dynamic_index_in_dim(full_v, layer, 0, keepdims=False).astype(dt)
-        if kernel:
-            out = decode_attention.sharded_decode_attention(q[:, 0], k_all, v_all, start, end, interpret=interpret)
+        if (t == 1 and ctx.decode_attention != "xla" and decode_attention.supported(s, q.shape[-1])
+                and cfg.causal and not cfg.sliding_window):
+            start = ctx.kv_start if ctx.kv_start is not None else jnp.zeros((q.shape[0],), jnp.int32)
+            end = jnp.broadcast_to(jnp.asarray(idx, jnp.int32) + 1, start.shape)   # this step's slot included
+            out = decode_attention.sharded_decode_attention(q[:, 0], k_all, v_all, start, end,
+                                                            interpret=ctx.decode_attention == "pallas_interpret")
             return out[:, None], new_cache
         if isinstance(idx, int) and cfg.causal:
             # A static write position: slots past this chunk are never visible (causal), so leave them out

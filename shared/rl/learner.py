@@ -18,7 +18,6 @@ Checkpoints hold the policy, optimizer and prompt-iterator state; re-running the
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import jax
@@ -201,21 +200,8 @@ class RLLearner:
 
     def to_global(self, batch: dict) -> dict:
         """Whole-batch numpy arrays (every process holds all rollout rows: the sampler gathers them) -> global
-        arrays split over (data, fsdp); each process places only the rows of its own devices. (Trainer.to_global
-        instead takes process-local rows, as a data loader gives them.)"""
-        return {name: jax.make_array_from_callback(np.shape(x), sh.batch_sharding(self.mesh, np.ndim(x)),
-                                                   lambda index, x=np.asarray(x): x[index])
-                for name, x in batch.items()}
-
-    @staticmethod
-    def to_host(x):
-        """A (possibly multi-process) global array -> the whole numpy array on every process; None stays None."""
-        if x is None:
-            return None
-        if not x.is_fully_addressable:
-            from jax.experimental import multihost_utils
-            x = multihost_utils.process_allgather(x, tiled=True)
-        return np.asarray(x)
+        arrays split over (data, fsdp). (Trainer.to_global takes process-local rows, as a data loader gives.)"""
+        return {name: sh.place_whole(x, sh.batch_sharding(self.mesh, np.ndim(x))) for name, x in batch.items()}
 
     def rollout_params(self):
         """The policy in the compute dtype, cast once per rollout instead of inside every decode step. The
@@ -300,11 +286,12 @@ class RLLearner:
         device_batch = self.to_global(batch)
         with sh.use_mesh(self.mesh, self.trainer.rules):
             old_logp, old_values = self._behaviour(self.trainer.params, device_batch)
-            old_logp, old_values = self.to_host(old_logp), self.to_host(old_values)
+            old_logp = sh.fetch_whole(old_logp)
+            old_values = None if old_values is None else sh.fetch_whole(old_values)
             batch["old_logp"] = old_logp
             rewards = jnp.asarray(scored.rewards)
             if self.ref_params is not None:
-                ref_logp = self.to_host(self._behaviour(self.ref_params, device_batch)[0])
+                ref_logp = sh.fetch_whole(self._behaviour(self.ref_params, device_batch)[0])
                 batch["ref_logp"] = ref_logp
                 if rl.kl_in_reward:
                     rewards = alg.apply_kl_penalty(alg.as_token_rewards(rewards, mask), old_logp, ref_logp,

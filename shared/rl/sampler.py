@@ -312,15 +312,8 @@ class Sampler:
         if self.mesh is None:
             return jnp.asarray(x)
         names = (sh.ACT_BATCH,) + (None,) * (x.ndim - 1)
-        sharding = NamedSharding(self.mesh, sh.spec_for(names, x.shape, mesh=self.mesh, rules=self.rules))
-        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
-
-    @staticmethod
-    def _to_host(x) -> np.ndarray:
-        if not x.is_fully_addressable:
-            from jax.experimental import multihost_utils
-            x = multihost_utils.process_allgather(x, tiled=True)
-        return np.asarray(x)
+        return sh.place_whole(x, NamedSharding(self.mesh, sh.spec_for(names, x.shape, mesh=self.mesh,
+                                                                      rules=self.rules)))
 
     @staticmethod
     def bucket_for(length: int, buckets) -> int:
@@ -373,7 +366,7 @@ class Sampler:
             out = self._decode_jit(params, prompt_dev, lengths_dev, rng, max_new_tokens=t,
                                    temperature=float(sampling.temperature), top_k=int(sampling.top_k),
                                    top_p=float(sampling.top_p))
-        out = {k: self._to_host(v) for k, v in out.items()}
+        out = {k: sh.fetch_whole(v) for k, v in out.items()}
         self.last_decode_steps = int(out["steps"])
         tokens = out["tokens"][:n_rows].copy()
         logprobs = out["logprobs"][:n_rows].copy()
@@ -401,7 +394,7 @@ class Sampler:
             with sh.use_mesh(self.mesh, self.rules):
                 pooled = self._pooled_jit(params, prompt_dev, self._to_device(full_tokens), lengths_dev,
                                           self._to_device(full_mask))
-            hidden = self._to_host(pooled)[:n_rows].astype(np.float32)
+            hidden = sh.fetch_whole(pooled)[:n_rows].astype(np.float32)
 
         return Rollout(prompt_tokens=prompt_tokens[:n_rows], prompt_lengths=prompt_lengths[:n_rows],
                        tokens=tokens, mask=mask, lengths=lengths.astype(np.int32), logprobs=logprobs,

@@ -183,6 +183,21 @@ def current_rules() -> tuple:
     return _ctx.rules
 
 
+def place_whole(x, sharding: NamedSharding) -> jax.Array:
+    """A whole host array that every process holds -> a global array with `sharding`; each process fills only
+    its own devices (unlike make_array_from_process_local_data, which takes each process's own rows)."""
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+
+def fetch_whole(x) -> np.ndarray:
+    """A global array, possibly spread over several processes -> the whole numpy array on every process."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+        x = multihost_utils.process_allgather(x, tiled=True)
+    return np.asarray(x)
+
+
 def map_row_shards(fn, *arrays):
     """fn(*arrays) with every array's leading (batch) axis split as the active rules split `act_batch`, and
     the other axes whole: runs per shard under shard_map. For custom kernels (Pallas), which have no

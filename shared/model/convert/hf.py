@@ -354,10 +354,7 @@ def _place(value: np.ndarray, sharding):
 
 def _to_numpy(x) -> np.ndarray:
     x = x.get_value() if isinstance(x, nnx.Variable) else x
-    if isinstance(x, jax.Array) and not x.is_fully_addressable:  # multi-host: gather the global array
-        from jax.experimental import multihost_utils
-        x = multihost_utils.process_allgather(x, tiled=True)
-    return np.asarray(jax.device_get(x), dtype=np.float32)
+    return sh.fetch_whole(x).astype(np.float32)  # multi-host: the whole global array
 
 
 def save_hf(cfg, state, out_dir: str, dtype: str = "float32") -> None:
