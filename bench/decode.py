@@ -86,17 +86,42 @@ def decode_step_floor(m: dict, batch: int, context: int, bandwidth: float, peak:
             "bound": "memory" if bytes_step / bandwidth >= flops_step / peak else "compute"}
 
 
+def prefill_floor(m: dict, batch: int, prompt_len: int, bandwidth: float, peak: float) -> float:
+    """Lower bound (seconds) on the prompt pass up to the first token: every prompt token through the layers,
+    causal attention over the prompt, the LM head on the last position only; bf16 weights + the KV written."""
+    tokens = batch * prompt_len
+    flops = (2 * tokens * layer_params(m) + 2 * batch * m["vocab_size"] * m["d_model"]
+             + 2 * batch * prompt_len * prompt_len * m["n_layers"] * m["n_heads"] * m["head_dim"])  # 4*B*P^2/2*...
+    bytes_ = (2 * (layer_params(m) + m["vocab_size"] * m["d_model"])
+              + tokens * 2 * m["n_layers"] * m["n_kv_heads"] * m["head_dim"] * 2)
+    return max(bytes_ / bandwidth, flops / peak)
+
+
 def decode_floor(shape: str, batch: int, prompt_len: int, new_tokens: int, bandwidth: float, peak: float) -> dict:
-    """Static-cache floor (every step reads S_max = prompt + new slots: what our sampler does) and, for reference,
-    the floor with the real context S_t = prompt + t + 1 of step t (what a length-aware kernel could reach)."""
+    """Static-cache floor (every step reads S_max = prompt + new slots), the floor with the real context
+    S_t = prompt + t + 1 of step t (what a length-aware kernel can reach), and the end-to-end floor of a whole
+    call (the prompt pass + the S_t steps: what the measured tokens/s, prefill included, is set against, as in
+    perf_anchors section 4's worked check)."""
     m = model_fields(shape)
     static = decode_step_floor(m, batch, prompt_len + new_tokens, bandwidth, peak)
     growing_s = sum(decode_step_floor(m, batch, prompt_len + t + 1, bandwidth, peak)["step_s"]
                     for t in range(new_tokens))
+    prefill_s = prefill_floor(m, batch, prompt_len, bandwidth, peak)
     return {"context": prompt_len + new_tokens, "step_s": static["step_s"], "tokens_per_s": static["tokens_per_s"],
             "bytes_per_step": static["bytes"], "flops_per_step": static["flops"], "bound": static["bound"],
             "growing_context_tokens_per_s": batch * new_tokens / growing_s,
+            "growing_step_s": growing_s / new_tokens, "prefill_s": prefill_s,
+            "end_to_end_tokens_per_s": batch * new_tokens / (prefill_s + growing_s),
             "bandwidth": bandwidth, "peak_flops": peak}
+
+
+def floor_of(entry: dict) -> dict:
+    """The entry's floor, completed from its own constants when it was written before a field existed."""
+    floor = entry["floor"]
+    if "end_to_end_tokens_per_s" not in floor:
+        floor = dict(floor, **decode_floor(entry["shape"], entry["batch"], entry["prompt_len"], entry["new_tokens"],
+                                          floor["bandwidth"], floor["peak_flops"]))
+    return floor
 
 
 # ============================================================================ shared worker helpers
@@ -132,6 +157,49 @@ def jax_info() -> dict:
         info["jax_cudnn"] = cuda_versions.cudnn_get_version() if cuda_versions else None
     except Exception:  # noqa: BLE001  (best effort: a version number for the record)
         pass
+    return info
+
+
+def run_limits(spec: dict) -> dict:
+    """This device's copy bandwidth (read + write of a large bf16 array) and bf16 matmul rate: the two constants
+    of the floor, measured here the way perf_anchors measured its H100 ones. Best of `repeats` timed calls."""
+    import jax
+    import jax.numpy as jnp
+
+    info = jax_info()
+    try:
+        n = int(spec["copy_bytes"]) // 2
+        x = jnp.ones((n,), jnp.bfloat16)
+        copy = jax.jit(lambda a: a + 1)   # one read + one write of n elements
+        jax.block_until_ready(copy(x))
+        copy_s = []
+        for _ in range(spec["repeats"]):
+            start = time.perf_counter()
+            jax.block_until_ready(copy(x))
+            copy_s.append(time.perf_counter() - start)
+        read = jax.jit(lambda a: jnp.sum(a, dtype=jnp.float32))   # one read of n elements
+        jax.block_until_ready(read(x))
+        read_s = []
+        for _ in range(spec["repeats"]):
+            start = time.perf_counter()
+            jax.block_until_ready(read(x))
+            read_s.append(time.perf_counter() - start)
+        del x
+        k = int(spec["matmul_n"])
+        a = jnp.ones((k, k), jnp.bfloat16)
+        chain = 8                         # several GEMMs per call so dispatch does not count
+        matmuls = jax.jit(lambda a: [a @ (a + i) for i in range(chain)])
+        jax.block_until_ready(matmuls(a))
+        mm_s = []
+        for _ in range(spec["repeats"]):
+            start = time.perf_counter()
+            jax.block_until_ready(matmuls(a))
+            mm_s.append(time.perf_counter() - start)
+        info.update(status="ok", copy_bytes=4 * n, bandwidth=4 * n / min(copy_s), copy_s=copy_s,
+                    read_bandwidth=2 * n / min(read_s), read_s=read_s,
+                    matmul_n=k, peak_flops=chain * 2 * k ** 3 / min(mm_s), matmul_s=mm_s)
+    except Exception as e:  # noqa: BLE001  (reported as the worker's result)
+        info.update(status="error", error=one_line(e))
     return info
 
 
@@ -425,7 +493,9 @@ def run_grpo(spec: dict) -> dict:
 
 def worker_main(kind: str, spec_json: str) -> int:
     spec = json.loads(spec_json)
-    if kind == "ours":
+    if kind == "limits":
+        result = run_limits(spec)
+    elif kind == "ours":
         result = run_ours(spec)
     elif kind == "grpo":
         result = run_grpo(spec)
@@ -457,22 +527,23 @@ def ratio_cell(a: dict | None, b: dict | None) -> str:
 
 def decode_summary(entries: list[dict], param_dtypes: list[str], peers: list[str]) -> str:
     primary = param_dtypes[0]
-    header = ["shape", "batch", "ours tok/s", "ours ms/step", "floor tok/s", "% of floor", "S_t floor tok/s",
-              "% of S_t floor"]
+    header = ["shape", "batch", "ours tok/s", "ours ms/step", "static floor tok/s", "% of static floor",
+              "end-to-end floor tok/s", "% of end-to-end floor", "decode-only % of S_t floor"]
     for peer in peers:
         header += [f"{peer} tok/s", f"ours/{peer}"]
     header += [f"ours ({d} params) tok/s" for d in param_dtypes[1:]]
     rows = []
     for e in entries:
         ours = ok_run(e["results"].get("ours"), primary)
-        floor = e["floor"]
+        floor = floor_of(e)
         row = [e["shape"], str(e["batch"]),
                fmt_tok(ours["tokens_per_s"]) if ours else status_of(e["results"].get("ours")),
                f"{1e3 * ours['step_s']:.2f}" if ours else "-", fmt_tok(floor["tokens_per_s"]),
-               fmt_pct(ours["tokens_per_s"] / floor["tokens_per_s"]) if ours else "-"]
-        growing = floor.get("growing_context_tokens_per_s")
-        row += [fmt_tok(growing) if growing else "-",
-                fmt_pct(ours["tokens_per_s"] / growing) if ours and growing else "-"]
+               fmt_pct(ours["tokens_per_s"] / floor["tokens_per_s"]) if ours else "-",
+               fmt_tok(floor["end_to_end_tokens_per_s"]),
+               fmt_pct(ours["tokens_per_s"] / floor["end_to_end_tokens_per_s"]) if ours else "-",
+               fmt_pct(floor["growing_step_s"] / ours["decode_step_s"])
+               if ours and ours.get("decode_step_s") else "-"]
         for peer in peers:
             run = ok_run(e["results"].get(peer), "hf")
             row += [fmt_tok(run["tokens_per_s"]) if run else status_of(e["results"].get(peer)), ratio_cell(ours, run)]
@@ -484,14 +555,15 @@ def decode_summary(entries: list[dict], param_dtypes: list[str], peers: list[str
 
 
 def decode_details(entries: list[dict]) -> str:
-    header = ["shape", "batch", "impl", "status", "call s", "tok/s", "ms/step", "prefill ms", "decode-only ms/step",
-              "floor ms/step", "% floor (decode-only)", "S_t floor ms/step", "% S_t floor (decode-only)",
-              "first call s", "params M", "error"]
+    header = ["shape", "batch", "impl", "status", "call s", "tok/s", "ms/step", "prefill ms", "prefill floor ms",
+              "decode-only ms/step", "static floor ms/step", "% static floor (decode-only)", "S_t floor ms/step",
+              "% S_t floor (decode-only)", "% S_t floor (end to end, prefill not in the floor)", "first call s",
+              "params M", "error"]
     rows = []
     for e in entries:
-        floor_ms = 1e3 * e["floor"]["step_s"]
-        growing = e["floor"].get("growing_context_tokens_per_s")
-        growing_ms = 1e3 * e["batch"] / growing if growing else None  # mean step of the S_t floor
+        floor = floor_of(e)
+        floor_ms = 1e3 * floor["step_s"]
+        growing_ms = 1e3 * floor["growing_step_s"]  # mean step of the S_t floor
         for impl, result in e["results"].items():
             runs = result.get("runs") or {"-": {}}
             for key, run in runs.items():
@@ -503,14 +575,34 @@ def decode_details(entries: list[dict]) -> str:
                     f"{run['call_s']:.3f}" if ok else "-", fmt_tok(run.get("tokens_per_s")) if ok else "-",
                     f"{1e3 * run['step_s']:.2f}" if ok else "-",
                     f"{1e3 * run['prefill_s']:.1f}" if ok and "prefill_s" in run else "-",
+                    f"{1e3 * floor['prefill_s']:.1f}",
                     f"{decode_ms:.3f}" if decode_ms is not None else "-", f"{floor_ms:.3f}",
                     fmt_pct(floor_ms / decode_ms) if decode_ms else "-",
-                    f"{growing_ms:.3f}" if growing_ms else "-",
-                    fmt_pct(growing_ms / decode_ms) if decode_ms and growing_ms else "-",
+                    f"{growing_ms:.3f}", fmt_pct(growing_ms / decode_ms) if decode_ms else "-",
+                    fmt_pct(run["tokens_per_s"] / floor["growing_context_tokens_per_s"]) if ok else "-",
                     f"{run['first_call_s']:.1f}" if ok else "-",
                     f"{result['params'] / 1e6:.1f}" if result.get("params") else "-",
                     (result.get("error") or "")[:160].replace("|", "/")])
     return markdown_table(header, rows)
+
+
+def limits_line(payload: dict) -> str:
+    """Which bandwidth / matmul rate the floors use, and what this device measured."""
+    args, limits = payload["args"], payload.get("device_limits")
+    measured = ""
+    if limits and limits.get("status") == "ok":
+        read = (f" ({limits['read_bandwidth'] / 1e12:.3g} TB/s reading only)"
+                if limits.get("read_bandwidth") else "")
+        measured = (f"This device measured {limits['bandwidth'] / 1e12:.3g} TB/s copy{read} and "
+                    f"{limits['peak_flops'] / 1e12:.3g} TFLOP/s bf16 matmul (`run_limits`). ")
+    elif limits:
+        measured = f"Device limits not measured ({limits.get('status')}: {(limits.get('error') or '')[:120]}). "
+    used = payload.get("floor_limits") or {"bandwidth": args["bandwidth_tbps"] * 1e12,
+                                           "peak_flops": args["peak_tflops"] * 1e12, "source": "constants"}
+    source = ("this device's measured values" if used["source"] == "measured"
+              else "the constants given (perf_anchors' measured H100 values by default)")
+    return (f"{measured}Floors use {used['bandwidth'] / 1e12:.3g} TB/s and {used['peak_flops'] / 1e12:.3g} "
+            f"TFLOP/s: {source}.")
 
 
 def grpo_table(results: list[dict]) -> str:
@@ -543,10 +635,12 @@ def render_markdown(payload: dict) -> str:
         lines += [f"Decode: prompt {args['prompt_len']} + {args['new_tokens']} new tokens, greedy, EOS disabled, "
                   f"bf16 compute; ours = `Sampler.generate` with {args['param_dtypes'][0]} params; median of "
                   f"{args['calls']} calls after one warm-up call; tok/s = batch x new tokens / call time (prefill "
-                  f"included). Floor: perf_anchors section 4 with the static cache (S_max = prompt + new), "
-                  f"{args['bandwidth_tbps']} TB/s, {args['peak_tflops']} TFLOP/s; S_t floor: the same with each "
-                  f"step's real context (prompt + tokens so far), what a length-aware kernel can reach. Target: "
-                  f">= 40% of the floor at batch 256.", "", decode_summary(payload["decode"], args["param_dtypes"], args["peers"]), "",
+                  f"included). Floors (perf_anchors section 4): static = every step reads the whole cache "
+                  f"(S_max = prompt + new slots); S_t = each step reads its real context (prompt + tokens so far), "
+                  f"what a length-aware kernel can reach; end to end = the prompt pass's floor (its matmul FLOPs) + "
+                  f"the S_t steps, the bound on a whole call as in section 4's worked check. Target: >= 40% of the "
+                  f"floor at batch 256.", "", limits_line(payload), "",
+                  decode_summary(payload["decode"], args["param_dtypes"], args["peers"]), "",
                   "Details:", "", decode_details(payload["decode"])]
     if payload.get("grpo"):
         lines += ["", "GRPO step (RLLearner, mean over the timed steps; perf/ref_logprob_s = behaviour + reference "
@@ -582,6 +676,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dump_hlo", default="", help="ours: write the optimized HLO of the decode function here")
     p.add_argument("--bandwidth_tbps", type=float, default=3.0, help="floor: HBM bandwidth (measured copy, H100)")
     p.add_argument("--peak_tflops", type=float, default=790.0, help="floor: bf16 matmul peak (measured, H100)")
+    p.add_argument("--floor_limits", default="measured", choices=("measured", "constants"),
+                   help="measured: a worker first measures this device's copy bandwidth and matmul rate and the "
+                        "floors use them (falling back to the constants if it fails); constants: "
+                        "--bandwidth_tbps / --peak_tflops")
+    p.add_argument("--limits_copy_mib", type=int, default=None, help="array size of the copy measurement "
+                                                                     "(default 2048; tiny: 64)")
     p.add_argument("--grpo", action="store_true", help="also run the GRPO step breakdown")
     p.add_argument("--grpo_shape", default=None, help="GRPO policy shape (default 125m; tiny with --shapes=tiny)")
     p.add_argument("--grpo_prompts", type=int, default=None, help="B prompts per step (default 32; tiny 4)")
@@ -667,10 +767,20 @@ def main(argv: list[str] | None = None) -> int:
         write_outputs(args.out, payload, render_markdown(payload))
 
     if not args.skip_decode:
+        bandwidth, peak = args.bandwidth_tbps * 1e12, args.peak_tflops * 1e12
+        payload["floor_limits"] = {"bandwidth": bandwidth, "peak_flops": peak, "source": "constants"}
+        if args.floor_limits == "measured":
+            copy_mib = args.limits_copy_mib or (64 if args.shapes == ["tiny"] else 2048)
+            limits = runner.run("limits", {"copy_bytes": copy_mib << 20, "matmul_n": 1024 if args.shapes == ["tiny"]
+                                           else 8192, "repeats": 10}, "limits")
+            payload["device_limits"] = limits
+            save(limits, "device limits")
+            if limits.get("status") == "ok":
+                bandwidth, peak = limits["bandwidth"], limits["peak_flops"]
+                payload["floor_limits"] = {"bandwidth": bandwidth, "peak_flops": peak, "source": "measured"}
         for shape in args.shapes:
             for batch in args.batches:
-                floor = decode_floor(shape, batch, args.prompt_len, args.new_tokens, args.bandwidth_tbps * 1e12,
-                                     args.peak_tflops * 1e12)
+                floor = decode_floor(shape, batch, args.prompt_len, args.new_tokens, bandwidth, peak)
                 entry = {"shape": shape, "batch": batch, "prompt_len": args.prompt_len,
                          "new_tokens": args.new_tokens, "floor": floor, "results": {}}
                 payload["decode"].append(entry)

@@ -18,6 +18,106 @@ import tempfile
 import time
 
 
+def _head_kernel(hidden_ref, weight_ref, max_ref, index_ref, sumexp_ref, *, vocab: int, width: int,
+                 block_v: int, block_k: int):
+    from jax.experimental.pallas import triton as plgpu
+    from jax.experimental import pallas as pl
+    import jax
+    import jax.numpy as jnp
+
+    part = pl.program_id(0)
+    rows = part * block_v + jnp.arange(block_v)
+
+    def step(i, acc):  # a loop (not unrolled) so that Triton pipelines the loads over num_stages
+        k0 = pl.multiple_of(i * block_k, block_k)
+        x = hidden_ref[:, pl.ds(k0, block_k)]
+        w = plgpu.load(weight_ref.at[pl.ds(part * block_v, block_v), pl.ds(k0, block_k)],
+                       mask=(rows < vocab)[:, None], other=0.0)
+        return acc + jax.lax.dot_general(x, w, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+
+    acc = jax.lax.fori_loop(0, width // block_k, step,
+                            jnp.zeros((hidden_ref.shape[0], block_v), jnp.float32))
+    acc = jnp.where((rows < vocab)[None, :], acc, -jnp.inf)
+    top = jnp.max(acc, axis=1)
+    first = jnp.min(jnp.where(acc == top[:, None], rows[None, :], jnp.iinfo(jnp.int32).max), axis=1)
+    total = jnp.sum(jnp.exp(acc - top[:, None]), axis=1)
+    max_ref[...] = top
+    index_ref[...] = first
+    sumexp_ref[...] = total
+
+
+def head_argmax_and_logsumexp(hidden, weight, *, interpret: bool = False, block_v: int = 128, block_k: int = 64,
+                              num_warps: int = 8, num_stages: int = 3):
+    """(argmax [B] int32, logsumexp [B] float32) of the logits hidden [B,D] @ weight[V,D]^T, never written out:
+    one program per `block_v` vocabulary rows computes its [B, block_v] logits tile (all B rows; B a power of
+    two) and keeps per-row (max, first index of the max, sum of exp); the per-tile triples are merged in XLA.
+    Experimental (measured slower than cuBLAS + shared.rl.vocab_kernel at the 0.5B decode shape)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    b, d = hidden.shape
+    v = weight.shape[0]
+    if d % block_k:
+        raise ValueError(f"head_argmax_and_logsumexp: model dim {d} is not a multiple of block_k={block_k}")
+    parts = pl.cdiv(v, block_v)
+    compiler_params = None
+    if not interpret:
+        from jax.experimental.pallas import triton as plgpu
+        compiler_params = plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages)
+    part_spec = pl.BlockSpec((None, b), lambda j: (j, 0))
+    tops, firsts, sums = pl.pallas_call(
+        functools.partial(_head_kernel, vocab=v, width=d, block_v=block_v, block_k=block_k),
+        grid=(parts,),
+        in_specs=[pl.BlockSpec((b, d), lambda j: (0, 0)), pl.BlockSpec((v, d), lambda j: (0, 0))],
+        out_specs=[part_spec, part_spec, part_spec],
+        out_shape=[jax.ShapeDtypeStruct((parts, b), jnp.float32), jax.ShapeDtypeStruct((parts, b), jnp.int32),
+                   jax.ShapeDtypeStruct((parts, b), jnp.float32)],
+        compiler_params=compiler_params,
+        interpret=interpret,
+        name="head_argmax_logsumexp",
+    )(hidden, weight)
+    top = tops.max(axis=0)
+    token = jnp.min(jnp.where(tops == top[None], firsts, jnp.iinfo(jnp.int32).max), axis=0)
+    return token.astype(jnp.int32), top + jnp.log((sums * jnp.exp(tops - top[None])).sum(axis=0))
+
+
+def gate_up_silu(x, w, *, block_m: int = 64, block_n: int = 64, block_k: int = 64, num_warps: int = 4,
+                 num_stages: int = 3, interpret: bool = False):
+    """silu(x @ w[:, 0]) * (x @ w[:, 1]) for x [M,D] and packed w [D,2,F] in one Pallas kernel: the [M,2F] GEMM
+    output never goes to memory (experimental: is a Pallas GEMM with the SwiGLU epilogue faster than XLA's
+    GEMM + multiply fusion at decode shapes?)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    m, d = x.shape
+    f = w.shape[2]
+
+    def kernel(x_ref, w_ref, o_ref):
+        def step(i, accs):
+            gate, up = accs
+            k0 = pl.multiple_of(i * block_k, block_k)
+            xs = x_ref[:, pl.ds(k0, block_k)]
+            gate = gate + jnp.dot(xs, w_ref[pl.ds(k0, block_k), 0, :], preferred_element_type=jnp.float32)
+            up = up + jnp.dot(xs, w_ref[pl.ds(k0, block_k), 1, :], preferred_element_type=jnp.float32)
+            return gate, up
+
+        zeros = jnp.zeros((block_m, block_n), jnp.float32)
+        gate, up = jax.lax.fori_loop(0, d // block_k, step, (zeros, zeros))
+        o_ref[...] = (jax.nn.silu(gate) * up).astype(o_ref.dtype)
+
+    params = None
+    if not interpret:
+        from jax.experimental.pallas import triton as plgpu
+        params = plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages)
+    return pl.pallas_call(
+        kernel, grid=(m // block_m, f // block_n),
+        in_specs=[pl.BlockSpec((block_m, d), lambda i, j: (i, 0)), pl.BlockSpec((d, 2, block_n), lambda i, j: (0, 0, j))],
+        out_specs=pl.BlockSpec((block_m, block_n), lambda i, j: (i, j)),
+        out_shape=jax.ShapeDtypeStruct((m, f), x.dtype), compiler_params=params, interpret=interpret,
+        name="gate_up_silu")(x, w)
+
+
 def build_variants(b: int, s: int, d: int, h: int, kv: int, hd: int, f: int, v: int, attn_layers: int = 8):
     import jax
     import jax.numpy as jnp
@@ -56,6 +156,20 @@ def build_variants(b: int, s: int, d: int, h: int, kv: int, hd: int, f: int, v: 
     def mlp_stacked(x, w):
         gate_up = jnp.einsum("btd,dcf->cbtf", x, w["gate_up_stacked"])
         return jnp.einsum("btf,fd->btd", jax.nn.silu(gate_up[0]) * gate_up[1], w["down"])
+
+    def mlp_stacked_down_split(x, w, splits):
+        """the down GEMM as `splits` partial GEMMs over slices of d_ff (one batched GEMM), summed in f32: more
+        thread blocks than the [256 x 896] output alone gives a GEMM at M = 256"""
+        gate_up = jnp.einsum("btd,dcf->cbtf", x, w["gate_up_stacked"])
+        hidden = jax.nn.silu(gate_up[0]) * gate_up[1]
+        hidden = hidden.reshape(*hidden.shape[:2], splits, f // splits)
+        parts = jnp.einsum("btsf,sfd->btsd", hidden, w["down"].reshape(splits, f // splits, d),
+                           preferred_element_type=jnp.float32)
+        return parts.sum(2).astype(x.dtype)
+
+    def mlp_pallas_gate_up(x, w, **kw):
+        hidden = gate_up_silu(x[:, 0], w["gate_up_stacked"], **kw)[:, None]
+        return jnp.einsum("btf,fd->btd", hidden, w["down"])
 
     mlp_w = {"gate": w_gate, "up": w_up, "down": w_down, "gate_up": jnp.concatenate([w_gate, w_up], 1),
              "gate_up_stacked": jnp.stack([w_gate, w_up], 1)}
@@ -130,6 +244,9 @@ def build_variants(b: int, s: int, d: int, h: int, kv: int, hd: int, f: int, v: 
         from shared.rl.vocab_kernel import argmax_and_logsumexp
         return argmax_and_logsumexp(jnp.einsum("bd,vd->bv", hid, w["embed"]), tile=tile)
 
+    def head_fused(hid, w, **kw):
+        return head_argmax_and_logsumexp(hid, w["embed"], **kw)
+
     def head_gemm_only(hid, w):
         logits = jnp.einsum("bd,vd->bv", hid, w["embed"])
         return jnp.argmax(logits[:, :8], -1), logits[:, 0].astype(jnp.float32)
@@ -140,7 +257,13 @@ def build_variants(b: int, s: int, d: int, h: int, kv: int, hd: int, f: int, v: 
         return x + (y.reshape(y.shape[0], -1)[:, :1].astype(x.dtype)[:, None] * 1e-3)
 
     variants = {}
-    for name, fn in [("mlp/separate", mlp_separate), ("mlp/concat", mlp_concat), ("mlp/stacked", mlp_stacked)]:
+    for name, fn in [("mlp/separate", mlp_separate), ("mlp/concat", mlp_concat), ("mlp/stacked", mlp_stacked)] + [
+            (f"mlp/stacked_down_split{n}", functools.partial(mlp_stacked_down_split, splits=n)) for n in (2, 4, 8)] + [
+            (f"mlp/pallas_m{bm}_n{bn}_k{bk}_w{nw}_s{ns}", functools.partial(
+                mlp_pallas_gate_up, block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns))
+            for bm, bn, bk, nw, ns in [(64, 64, 64, 4, 3), (64, 128, 64, 4, 3), (128, 64, 64, 4, 3),
+                                       (64, 64, 128, 4, 2), (32, 64, 64, 4, 4), (64, 32, 128, 4, 3),
+                                       (128, 128, 64, 8, 3), (256, 32, 64, 8, 3)]]:
         variants[name] = (lambda fn: lambda x, w: feed_row(x, fn(x, w)))(fn), x, mlp_w
     for name, fn in [("qkvo/separate", qkvo_separate), ("qkvo/concat", qkvo_concat)]:
         variants[name] = (lambda fn: lambda x, w: feed_row(x, fn(x, w)))(fn), x, qkv_w
@@ -159,7 +282,11 @@ def build_variants(b: int, s: int, d: int, h: int, kv: int, hd: int, f: int, v: 
                      ("head/pallas_t2048", functools.partial(head_pallas, tile=2048)),
                      ("head/pallas_t4096", functools.partial(head_pallas, tile=4096)),
                      ("head/pallas_t8192", functools.partial(head_pallas, tile=8192)),
-                     ("head/gemm_only", head_gemm_only)]:
+                     ("head/gemm_only", head_gemm_only)] + [
+                         (f"head/fused_v{bv}_k{bk}_w{nw}_s{ns}",
+                          functools.partial(head_fused, block_v=bv, block_k=bk, num_warps=nw, num_stages=ns))
+                         for bv, bk, nw, ns in [(128, 64, 8, 3), (64, 64, 4, 3), (64, 128, 8, 2), (128, 128, 8, 2),
+                                                (32, 128, 4, 3), (128, 32, 8, 4), (64, 64, 8, 4)]]:
         variants[name] = ((lambda fn: lambda hid, w: hid + fn(hid, w)[1][:, None].astype(hid.dtype) * 1e-6)(fn),
                           x[:, 0], head_w)
     variants["feedback_only"] = (lambda x, w: feed_row(x, x * 2), x, {})
