@@ -57,25 +57,67 @@ def test_unsupported_shapes_are_refused():
         decode_attention(q, kv, kv, jnp.zeros(1, jnp.int32), jnp.ones(1, jnp.int32), interpret=True)
 
 
-@pytest.fixture(scope="module")
-def model16():
-    """The sampler tests' model with head_dim 16 (the kernel's smallest)."""
-    from flax import nnx
+def test_fused_kernel_equals_rope_cache_write_and_attention():
+    """fused_decode_attention (RoPE on q and k, this step's k/v written into the cache, attention over
+    [kv_start, slot]) against the model's own apply_rope, a cache update and numpy attention."""
+    from shared.model.decode_attention import fused_decode_attention, fused_supported
+    from shared.model.layers import apply_rope
+    rng = np.random.default_rng(1)
+    b, s, kv, group, d = 5, 2 * BLOCK_SLOTS, 2, 3, 32
+    h, slot = kv * group, BLOCK_SLOTS + 5
+    inv_freq = 1.0 / (10000.0 ** (np.arange(0, d, 2) / d))
+    start = np.array([0, 5, BLOCK_SLOTS - 3, slot, slot + 1])   # ...; only this step's slot; nothing visible
+    positions = np.array([slot, slot - 5, 7, 0, 3])
+    for dtype, atol in ((np.float32, 2e-6), (jnp.bfloat16, 2e-2)):
+        cast = lambda x: jnp.asarray(x, dtype)  # noqa: E731
+        qkv = cast(rng.normal(size=(b, h + 2 * kv, d)))
+        k, v = cast(rng.normal(size=(b, s, kv, d))), cast(rng.normal(size=(b, s, kv, d)))
+        out, k_new, v_new = fused_decode_attention(qkv, jnp.array(k), jnp.array(v), jnp.asarray(start),
+                                                   jnp.full((b,), slot), jnp.asarray(positions),
+                                                   jnp.asarray(inv_freq), heads=h, interpret=True)
+        pos = jnp.asarray(positions)[:, None]
+        q_ref = apply_rope(qkv[:, None, :h], pos, jnp.asarray(inv_freq, jnp.float32))[:, 0]
+        k_ref = k.at[:, slot].set(apply_rope(qkv[:, None, h:h + kv], pos, jnp.asarray(inv_freq, jnp.float32))[:, 0])
+        v_ref = v.at[:, slot].set(qkv[:, h + kv:])
+        # RoPE: the same f32 math as apply_rope, up to rounding order (one ulp of the stored dtype)
+        rope_tol = 1e-6 if dtype == np.float32 else 8e-3
+        np.testing.assert_allclose(np.asarray(k_new, np.float32), np.asarray(k_ref, np.float32), rtol=rope_tol,
+                                   atol=1e-6)
+        np.testing.assert_array_equal(np.asarray(v_new, np.float32), np.asarray(v_ref, np.float32))
+        ref = numpy_attention(*(np.asarray(x, np.float32) for x in (q_ref, k_ref, v_ref)), start,
+                              np.full(b, slot + 1))
+        np.testing.assert_allclose(np.asarray(out, np.float32), ref, atol=atol)
+        assert not np.any(np.asarray(out, np.float32)[4])
+    assert fused_supported(BLOCK_SLOTS, 32) and not fused_supported(BLOCK_SLOTS, 16)
 
-    from shared.model import build_model
-    cfg = tiny_cfg()
-    cfg.head_dim = 16
-    graphdef = nnx.split(nnx.eval_shape(lambda: build_model(cfg)))[0]
-    return cfg, graphdef, jax.jit(lambda: nnx.split(build_model(cfg, seed=0))[1])()
+
+_MODELS = {}
 
 
-@pytest.mark.parametrize("layer_loop", ["scan", "python"])
-def test_sampler_with_kernel_equals_dense_attention(model16, layer_loop, monkeypatch):
+def kernel_model(head_dim):
+    """The sampler tests' model with head_dim 16 (the plain kernel's smallest) or 32 (the fused kernel's)."""
+    if head_dim not in _MODELS:
+        from flax import nnx
+
+        from shared.model import build_model
+        cfg = tiny_cfg()
+        cfg.head_dim = head_dim
+        graphdef = nnx.split(nnx.eval_shape(lambda: build_model(cfg)))[0]
+        _MODELS[head_dim] = cfg, graphdef, jax.jit(lambda: nnx.split(build_model(cfg, seed=0))[1])()
+    return _MODELS[head_dim]
+
+
+@pytest.mark.parametrize("layer_loop,head_dim,expected", [("scan", 16, "plain"), ("python", 16, "plain"),
+                                                         ("scan", 32, "plain"), ("python", 32, "fused")])
+def test_sampler_with_kernel_equals_dense_attention(layer_loop, head_dim, expected, monkeypatch):
+    """The fused kernel runs for per-layer caches (python loop) and head dims of 32+; else the plain one."""
     from shared.model import decode_attention as kernel_module
     traced = []
-    original = kernel_module.sharded_decode_attention
-    monkeypatch.setattr(kernel_module, "sharded_decode_attention", lambda *a, **k: traced.append(1) or original(*a, **k))
-    cfg, graphdef, params = model16
+    for name in ("sharded_decode_attention", "sharded_fused_decode_attention"):
+        original = getattr(kernel_module, name)
+        monkeypatch.setattr(kernel_module, name, lambda *a, _name=name, _original=original, **k:
+                            traced.append(_name) or _original(*a, **k))
+    cfg, graphdef, params = kernel_model(head_dim)
     sampler = Sampler(graphdef, cfg, eos_id=-1, pad_id=TOK.pad_id, tokenizer=TOK, batch_multiple=8,
                       layer_loop=layer_loop, decode_attention="xla")
     kernel = Sampler(graphdef, cfg, eos_id=-1, pad_id=TOK.pad_id, tokenizer=TOK, batch_multiple=8,
@@ -86,13 +128,15 @@ def test_sampler_with_kernel_equals_dense_attention(model16, layer_loop, monkeyp
         b = kernel.generate(params, prompts, sampling, jax.random.key(5))
         np.testing.assert_array_equal(a.tokens, b.tokens)
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
-    assert traced  # the kernel ran (no silent fallback to the XLA path)
+    # the kernel ran (no silent fallback to the XLA path), and only the expected one
+    assert set(traced) == {"sharded_fused_decode_attention" if expected == "fused" else "sharded_decode_attention"}
     with pytest.raises(ValueError, match="decode_attention"):
         Sampler(graphdef, CFG, eos_id=-1, pad_id=0, decode_attention="flash")
 
 
-def test_kernel_sampler_sharded_on_8_devices_equals_single_device(model16):
-    cfg = model16[0]
+@pytest.mark.parametrize("head_dim", [16, 32])
+def test_kernel_sampler_sharded_on_8_devices_equals_single_device(head_dim):
+    cfg = kernel_model(head_dim)[0]
     mesh = jax.sharding.Mesh(np.array(jax.devices()).reshape(2, 2, 2), sh.MESH_AXES)
     graphdef, sharded = create_sharded(cfg, mesh)
     local = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), sharded)
@@ -125,25 +169,34 @@ def test_vocab_kernel_equals_argmax_and_logsumexp():
 
 
 def test_inference_params_cast_and_pack_keep_the_forward():
-    """inference_params (weights cast to bf16 once, gate/up packed into one GEMM, layers unstacked) gives the
-    same logits as the model casting its float32 weights at every use, for a params nnx.State and a pure dict."""
+    """inference_params (weights cast to bf16 once, gate/up and q/k/v packed into one GEMM each, layers
+    unstacked) gives the same logits as the model casting its float32 weights at every use, for a params
+    nnx.State and a pure dict; with q/k/v biases in float32 (in bf16 XLA fuses the bias add differently into
+    the one GEMM than into the three, so results differ by bf16 rounding: 0.1 on logits of 6)."""
     from flax import nnx
 
     from shared.model import build_model, init_cache
     from shared.model.transformer import inference_params
-    cfg = tiny_cfg()
-    cfg.dtype = "bfloat16"
-    graphdef, params = nnx.split(build_model(cfg, seed=1))
-    tokens = jnp.asarray(np.random.default_rng(0).integers(1, 200, size=(2, 8)))
-    forward = jax.jit(lambda p, layers: nnx.merge(graphdef, p)(
-        tokens, cache=init_cache(cfg, 2, 8, per_layer=True), cache_index=0, layer_params=layers)["logits"])
-    reference = np.asarray(forward(params, None), np.float32)   # float32 weights, cast at every use
-    for state in (params, nnx.to_pure_dict(params)):
-        outer, layers = inference_params(graphdef, state, cfg)
-        mlp, attn = layers[0]["mlp"], layers[0]["attn"]
-        assert mlp["gate"].shape == (cfg.d_model, 2, cfg.d_ff) and mlp["gate"][...].dtype == jnp.bfloat16
-        assert attn["q"][...].dtype == jnp.bfloat16 and layers[0]["attn_norm"]["scale"][...].dtype == jnp.float32
-        np.testing.assert_allclose(np.asarray(forward(outer, layers), np.float32), reference, atol=1e-6)
+    for qkv_bias, dtype, atol in ((False, "bfloat16", 1e-6), (True, "float32", 2e-5)):
+        cfg = tiny_cfg()
+        cfg.dtype, cfg.qkv_bias = dtype, qkv_bias
+        graphdef, params = nnx.split(build_model(cfg, seed=1))
+        if qkv_bias:  # non-zero biases, so a misplaced one shows
+            params = jax.tree.map(lambda x: x + 0.1 if x.ndim == 3 and x.shape[-1] == cfg.head_dim and
+                                  x.shape[1] != cfg.d_model else x, params)
+        tokens = jnp.asarray(np.random.default_rng(0).integers(1, 200, size=(2, 8)))
+        forward = jax.jit(lambda p, layers: nnx.merge(graphdef, p)(
+            tokens, cache=init_cache(cfg, 2, 8, per_layer=True), cache_index=0, layer_params=layers)["logits"])
+        reference = np.asarray(forward(params, None), np.float32)   # float32 weights, cast at every use
+        heads = cfg.n_heads + 2 * cfg.n_kv_heads
+        for state in (params, nnx.to_pure_dict(params)):
+            outer, layers = inference_params(graphdef, state, cfg)
+            mlp, attn = layers[0]["mlp"], layers[0]["attn"]
+            assert mlp["gate"].shape == (cfg.d_model, 2, cfg.d_ff) and mlp["gate"][...].dtype == jnp.dtype(dtype)
+            assert attn["q"].shape == attn["v"].shape == (cfg.d_model, heads, cfg.head_dim)
+            assert not qkv_bias or attn["k_bias"].shape == (heads, cfg.head_dim)
+            assert attn["q"][...].dtype == jnp.dtype(dtype) and layers[0]["attn_norm"]["scale"][...].dtype == jnp.float32
+            np.testing.assert_allclose(np.asarray(forward(outer, layers), np.float32), reference, atol=atol)
 
 
 gpu_only = pytest.mark.skipif(jax.default_backend() != "gpu", reason="compiled Triton kernels: GPU only")
@@ -164,6 +217,21 @@ def test_compiled_kernels_equal_numpy_on_gpu():
     out = decode_attention(cast(q), cast(k), cast(v), jnp.asarray(start), jnp.asarray(end))
     ref = numpy_attention(*(np.asarray(cast(x), np.float32) for x in (q, k, v)), start, end)
     np.testing.assert_allclose(np.asarray(out, np.float32), ref, atol=2e-2)
+    # the fused kernel (RoPE + this step's KV write + attention) at the same shapes
+    from shared.model.decode_attention import fused_decode_attention
+    from shared.model.layers import apply_rope
+    slot, inv_freq = s - 7, 1.0 / (1e6 ** (np.arange(0, d, 2) / d))
+    qkv = cast(rng.normal(size=(b, kv * group + 2 * kv, d)))
+    positions = rng.integers(0, slot + 1, size=b)
+    out, k_new, _ = fused_decode_attention(qkv, cast(k), cast(v), jnp.asarray(start), jnp.full((b,), slot),
+                                           jnp.asarray(positions), jnp.asarray(inv_freq), heads=kv * group)
+    pos, h = jnp.asarray(positions)[:, None], kv * group
+    q_ref = apply_rope(qkv[:, None, :h], pos, jnp.asarray(inv_freq, jnp.float32))[:, 0]
+    k_ref = cast(k).at[:, slot].set(apply_rope(qkv[:, None, h:h + kv], pos, jnp.asarray(inv_freq, jnp.float32))[:, 0])
+    v_ref = cast(v).at[:, slot].set(qkv[:, h + kv:])
+    np.testing.assert_allclose(np.asarray(k_new, np.float32), np.asarray(k_ref, np.float32), rtol=8e-3, atol=1e-6)
+    ref = numpy_attention(*(np.asarray(x, np.float32) for x in (q_ref, k_ref, v_ref)), start, np.full(b, slot + 1))
+    np.testing.assert_allclose(np.asarray(out, np.float32), ref, atol=2e-2)
     logits = rng.normal(size=(16, 151936)).astype(np.float32) * 3
     token, lse = argmax_and_logsumexp(cast(logits))
     as_bf16 = np.asarray(cast(logits), np.float64)
@@ -173,18 +241,18 @@ def test_compiled_kernels_equal_numpy_on_gpu():
 
 
 @gpu_only
-@pytest.mark.parametrize("layer_loop", ["scan", "python"])
-def test_gpu_sampler_with_kernels_equals_xla_sampler(model16, layer_loop):
+@pytest.mark.parametrize("layer_loop,head_dim", [("scan", 16), ("python", 16), ("python", 32)])
+def test_gpu_sampler_with_kernels_equals_xla_sampler(layer_loop, head_dim):
     """On GPU, bf16 compute: Pallas decode + vocabulary kernels and the cuDNN prompt pass against XLA ops
     everywhere. The paths round differently, so a few greedy tokens may flip; most must agree and the log-probs
     of agreeing rows must be close."""
     from flax import nnx
 
     from shared.model import build_model
-    cfg = model16[0].copy_and_resolve_references()
+    cfg = kernel_model(head_dim)[0].copy_and_resolve_references()
     cfg.dtype = "bfloat16"
     graphdef = nnx.split(nnx.eval_shape(lambda: build_model(cfg)))[0]
-    params = model16[2]
+    params = kernel_model(head_dim)[2]
     prompts = prompts_of([3, 11, 16, 7, 9, 12, 5, 16], seed=8)
     xla = Sampler(graphdef, cfg, eos_id=-1, pad_id=TOK.pad_id, layer_loop=layer_loop, decode_attention="xla")
     fast = Sampler(graphdef, cfg, eos_id=-1, pad_id=TOK.pad_id, layer_loop=layer_loop, decode_attention="pallas",

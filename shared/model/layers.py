@@ -190,14 +190,26 @@ class Attention(nnx.Module):
     def __call__(self, x, ctx: AttentionContext, cache: dict | None = None):
         cfg = self.cfg
         dt = x.dtype
-        q = jnp.einsum("btd,dhk->bthk", x, self.q[...].astype(dt))
-        k = jnp.einsum("btd,dhk->bthk", x, self.k[...].astype(dt))
-        v = jnp.einsum("btd,dhk->bthk", x, self.v[...].astype(dt))
-        if cfg.qkv_bias:
-            q, k, v = q + self.q_bias[...].astype(dt), k + self.k_bias[...].astype(dt), v + self.v_bias[...].astype(dt)
+        h, kv = cfg.n_heads, cfg.n_kv_heads
+        if self.q.shape[1] == h + 2 * kv:
+            # packed [D, H+2K, Dh] q/k/v weights (pack_attention_weights, decode): one GEMM, one output array
+            qkv = jnp.einsum("btd,dhk->bthk", x, self.q[...].astype(dt))
+            if cfg.qkv_bias:
+                qkv = qkv + self.q_bias[...].astype(dt)
+            q, k, v = qkv[:, :, :h], qkv[:, :, h:h + kv], qkv[:, :, h + kv:]
+        else:
+            q = jnp.einsum("btd,dhk->bthk", x, self.q[...].astype(dt))
+            k = jnp.einsum("btd,dhk->bthk", x, self.k[...].astype(dt))
+            v = jnp.einsum("btd,dhk->bthk", x, self.v[...].astype(dt))
+            if cfg.qkv_bias:
+                q, k, v = (q + self.q_bias[...].astype(dt), k + self.k_bias[...].astype(dt),
+                           v + self.v_bias[...].astype(dt))
         if cfg.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         inv_freq = rope_inv_freq(cfg)
+        if cache is not None and self._fused_decode_step(q, cache, ctx):
+            out, new_cache = self._fused_decode(q, k, v, cache, ctx, inv_freq)
+            return jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(dt)), new_cache
         q = apply_rope(q, ctx.positions, inv_freq)
         k = apply_rope(k, ctx.positions, inv_freq)
         q = sh.constrain(q, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_HEADS, sh.ACT_HEAD_DIM))
@@ -216,6 +228,28 @@ class Attention(nnx.Module):
         out = sh.constrain(out, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_HEADS, sh.ACT_HEAD_DIM))
         y = jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(dt))
         return y, new_cache
+
+    def _fused_decode_step(self, q, cache, ctx) -> bool:
+        """A single-token step that shared.model.decode_attention.fused_decode_attention can run whole (RoPE,
+        the KV-slot write and attention in one kernel): a Pallas decode path, a per-layer cache of q's dtype
+        and a causal model without a sliding window."""
+        cfg = self.cfg
+        return (q.shape[1] == 1 and ctx.decode_attention in ("pallas", "pallas_interpret") and cfg.causal
+                and not cfg.sliding_window and cache["k"].shape[0] == 1 and cache["k"].dtype == q.dtype
+                and decode_attention.fused_supported(cache["k"].shape[2], q.shape[-1]))
+
+    def _fused_decode(self, q, k, v, cache, ctx, inv_freq):
+        """(attention output [B,1,H,D], updated cache) of one decode step in one kernel per layer: q/k/v go in
+        before RoPE (XLA then writes one [B, H+2K, D] array straight from the projection GEMM, instead of
+        separate RoPE, and K and V slot-write kernels)."""
+        b, heads = q.shape[0], q.shape[2]
+        qkv = jnp.concatenate([q, k.astype(q.dtype), v.astype(q.dtype)], axis=2)[:, 0]
+        start = ctx.kv_start if ctx.kv_start is not None else jnp.zeros((b,), jnp.int32)
+        slot = jnp.broadcast_to(jnp.asarray(ctx.cache_index, jnp.int32), (b,))
+        out, k_cache, v_cache = decode_attention.sharded_fused_decode_attention(
+            qkv, cache["k"][0], cache["v"][0], start, slot, ctx.positions[:, 0], inv_freq, heads=heads,
+            interpret=ctx.decode_attention == "pallas_interpret")
+        return out[:, None], {"k": k_cache[None], "v": v_cache[None], "layer": cache["layer"]}
 
     def _with_cache(self, q, k, v, cache, ctx):
         """(attention output, updated cache) for this chunk's q/k/v [B,T,*,D] and a cache {"k", "v": [L,B,S,K,D]
@@ -311,6 +345,28 @@ def pack_mlp_weights(module, state):
             if weights["gate"].ndim == 2:
                 packed = jnp.stack([weights["gate"][...], weights["up"][...]], axis=1)
                 for name in ("gate", "up"):  # leaves are Variables in an nnx.State, arrays in a pure dict
+                    leaf = weights[name]
+                    weights[name] = leaf.replace(packed) if isinstance(leaf, nnx.Variable) else packed
+    return state
+
+
+def pack_attention_weights(module, state):
+    """`state` with the q, k, v [D, *, Dh] weights (and biases) of every `Attention` inside `module` packed
+    along the head axis into one [D, H+2K, Dh] array held by q, k and v alike (the layer then runs one
+    projection GEMM whose output the fused decode kernel reads whole). For inference loops, as
+    pack_mlp_weights."""
+    for path, node in nnx.iter_graph(module):
+        if isinstance(node, Attention):
+            weights = state
+            for key in path:
+                weights = weights[key]
+            heads = node.cfg.n_heads + 2 * node.cfg.n_kv_heads
+            for names in (("q", "k", "v"), ("q_bias", "k_bias", "v_bias")):
+                if names[0] not in weights or weights[names[0]].shape[-2] == heads:
+                    continue
+                axis = weights[names[0]].ndim - 2
+                packed = jnp.concatenate([weights[name][...] for name in names], axis=axis)
+                for name in names:  # leaves are Variables in an nnx.State, arrays in a pure dict
                     leaf = weights[name]
                     weights[name] = leaf.replace(packed) if isinstance(leaf, nnx.Variable) else packed
     return state

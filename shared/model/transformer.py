@@ -166,13 +166,14 @@ def _cast_weights(state, dtype):
 def inference_params(graphdef, params, cfg) -> tuple[Any, list]:
     """(params, per-layer params) for a loop that reuses the weights many times (the sampler's decode): weights
     cast to the compute dtype once (the model would cast its float32 masters at every use, reading twice the
-    bytes per step), layers unstacked (`Decoder(..., layer_params=)`) and SwiGLU gate/up packed into one GEMM.
+    bytes per step), layers unstacked (`Decoder(..., layer_params=)`), SwiGLU gate/up packed into one GEMM and
+    attention q/k/v into another.
     The same numbers as the model's own casts; the training state is untouched."""
-    from shared.model.layers import pack_mlp_weights
+    from shared.model.layers import pack_attention_weights, pack_mlp_weights
 
     dtype = jnp.dtype(cfg.dtype)
     layers_module = nnx.merge(graphdef, params).layers  # which sub-modules are MLPs (names alone could mislead)
-    layers = [pack_mlp_weights(layers_module, _cast_weights(state, dtype))
+    layers = [pack_attention_weights(layers_module, pack_mlp_weights(layers_module, _cast_weights(state, dtype)))
               for state in decoder_layer_params(params, cfg.n_layers)]
     outer = _cast_weights(params, dtype)
     outer["layers"] = params["layers"]  # the stacked copy is not read when layer_params are given
