@@ -174,30 +174,15 @@ def run_limits(spec: dict) -> dict:
         n = int(spec["copy_bytes"]) // 2
         x = jnp.ones((n,), jnp.bfloat16)
         copy = jax.jit(lambda a: a + 1)   # one read + one write of n elements
-        jax.block_until_ready(copy(x))
-        copy_s = []
-        for _ in range(spec["repeats"]):
-            start = time.perf_counter()
-            jax.block_until_ready(copy(x))
-            copy_s.append(time.perf_counter() - start)
         read = jax.jit(lambda a: jnp.sum(a, dtype=jnp.float32))   # one read of n elements
-        jax.block_until_ready(read(x))
-        read_s = []
-        for _ in range(spec["repeats"]):
-            start = time.perf_counter()
-            jax.block_until_ready(read(x))
-            read_s.append(time.perf_counter() - start)
-        del x
+        _, copy_s = timed_calls(lambda: jax.block_until_ready(copy(x)), spec["repeats"])
+        _, read_s = timed_calls(lambda: jax.block_until_ready(read(x)), spec["repeats"])
+        x = None  # frees the array before the GEMMs
         k = int(spec["matmul_n"])
         a = jnp.ones((k, k), jnp.bfloat16)
         chain = 8                         # several GEMMs per call so dispatch does not count
         matmuls = jax.jit(lambda a: [a @ (a + i) for i in range(chain)])
-        jax.block_until_ready(matmuls(a))
-        mm_s = []
-        for _ in range(spec["repeats"]):
-            start = time.perf_counter()
-            jax.block_until_ready(matmuls(a))
-            mm_s.append(time.perf_counter() - start)
+        _, mm_s = timed_calls(lambda: jax.block_until_ready(matmuls(a)), spec["repeats"])
         info.update(status="ok", copy_bytes=4 * n, bandwidth=4 * n / min(copy_s), copy_s=copy_s,
                     read_bandwidth=2 * n / min(read_s), read_s=read_s,
                     matmul_n=k, peak_flops=chain * 2 * k ** 3 / min(mm_s), matmul_s=mm_s)

@@ -76,9 +76,8 @@ def head_argmax_and_logsumexp(hidden, weight, *, interpret: bool = False, block_
         interpret=interpret,
         name="head_argmax_logsumexp",
     )(hidden, weight)
-    top = tops.max(axis=0)
-    token = jnp.min(jnp.where(tops == top[None], firsts, jnp.iinfo(jnp.int32).max), axis=0)
-    return token.astype(jnp.int32), top + jnp.log((sums * jnp.exp(tops - top[None])).sum(axis=0))
+    from shared.rl.vocab_kernel import merge_tiles
+    return merge_tiles(tops, firsts, sums, axis=0)
 
 
 def gate_up_silu(x, w, *, block_m: int = 64, block_n: int = 64, block_k: int = 64, num_warps: int = 4,

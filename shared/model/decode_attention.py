@@ -36,6 +36,20 @@ def supported(cache_len: int, head_dim: int = 64, block_slots: int = BLOCK_SLOTS
     return cache_len % block_slots == 0 and head_dim >= 16 and head_dim & (head_dim - 1) == 0
 
 
+def _softmax_block(carry, scores, visible, values):
+    """One cache block of the online softmax: carry (acc [rows, D], running max [rows], running sum [rows]),
+    f32 scores [rows, block], visible [1, block], values [block, D]."""
+    from jax.experimental.pallas import triton as plgpu
+
+    acc, m, l = carry
+    scores = jnp.where(visible, scores, -1e30)
+    m_new = jnp.maximum(m, scores.max(axis=-1))
+    correction = jnp.exp(m - m_new)
+    p = jnp.where(visible, jnp.exp(scores - m_new[:, None]), 0.0)
+    l = l * correction + p.sum(axis=-1)
+    return acc * correction[:, None] + plgpu.dot(p.astype(values.dtype), values), m_new, l
+
+
 def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, o_ref, *, group: int, rows: int, block_slots: int,
             scale: float):
     # q_ref/o_ref [H, D] (this row); k_ref/v_ref [S, D] (this row, this KV head); this program's query heads
@@ -50,18 +64,10 @@ def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, o_ref, *, group: int, rows:
     offsets = jnp.arange(block_slots)
 
     def visit(block, carry):
-        acc, m, l = carry
         slots = pl.ds(pl.multiple_of(block * block_slots, block_slots), block_slots)
         scores = plgpu.dot(q, k_ref[slots, :], trans_b=True) * scale            # f32 [rows, block]
         index = block * block_slots + offsets
-        visible = ((index >= start) & (index < end))[None, :]
-        scores = jnp.where(visible, scores, -1e30)
-        m_new = jnp.maximum(m, scores.max(axis=-1))
-        correction = jnp.exp(m - m_new)
-        p = jnp.where(visible, jnp.exp(scores - m_new[:, None]), 0.0)
-        l = l * correction + p.sum(axis=-1)
-        acc = acc * correction[:, None] + plgpu.dot(p.astype(v_ref.dtype), v_ref[slots, :])
-        return acc, m_new, l
+        return _softmax_block(carry, scores, ((index >= start) & (index < end))[None, :], v_ref[slots, :])
 
     init = (jnp.zeros((rows, q.shape[1]), jnp.float32), jnp.full((rows,), -1e30, jnp.float32),
             jnp.zeros((rows,), jnp.float32))
@@ -147,19 +153,11 @@ def _fused_kernel(start_ref, slot_ref, position_ref, inv_freq_ref, qkv_ref, k_re
     offsets = jnp.arange(block_slots)
 
     def visit(block, carry):  # the slots written before this step: [start, slot)
-        acc, m, l = carry
         slots = pl.ds(pl.multiple_of(block * block_slots, block_slots), block_slots)
         scores = (plgpu.dot(q_lo, k_ref[slots, lo], trans_b=True)
                   + plgpu.dot(q_hi, k_ref[slots, hi], trans_b=True)) * scale             # f32 [rows, block]
         index = block * block_slots + offsets
-        visible = ((index >= start) & (index < slot))[None, :]
-        scores = jnp.where(visible, scores, -1e30)
-        m_new = jnp.maximum(m, scores.max(axis=-1))
-        correction = jnp.exp(m - m_new)
-        p = jnp.where(visible, jnp.exp(scores - m_new[:, None]), 0.0)
-        l = l * correction + p.sum(axis=-1)
-        acc = acc * correction[:, None] + plgpu.dot(p.astype(v_ref.dtype), v_ref[slots, :])
-        return acc, m_new, l
+        return _softmax_block(carry, scores, ((index >= start) & (index < slot))[None, :], v_ref[slots, :])
 
     init = (jnp.zeros((rows, 2 * half), jnp.float32), jnp.full((rows,), -1e30, jnp.float32),
             jnp.zeros((rows,), jnp.float32))

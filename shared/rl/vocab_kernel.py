@@ -56,10 +56,16 @@ def argmax_and_logsumexp(logits, *, interpret: bool = False, tile: int = TILE):
         interpret=interpret,
         name="vocab_argmax_logsumexp",
     )(logits)
-    top = tops.max(axis=1)
-    token = jnp.min(jnp.where(tops == top[:, None], firsts, jnp.iinfo(jnp.int32).max), axis=1)
-    scale = jnp.where(tops == -jnp.inf, 0.0, jnp.exp(tops - top[:, None]))
-    return token.astype(jnp.int32), top + jnp.log((sums * scale).sum(axis=1))
+    return merge_tiles(tops, firsts, sums, axis=1)
+
+
+def merge_tiles(tops, firsts, sums, axis: int):
+    """(argmax, logsumexp) of whole rows from per-tile (max, first index of the max, sum of exp relative to the
+    max) along `axis`; a tile that is all -inf (max -inf) adds nothing."""
+    top = tops.max(axis=axis, keepdims=True)
+    token = jnp.min(jnp.where(tops == top, firsts, jnp.iinfo(jnp.int32).max), axis=axis)
+    scale = jnp.where(tops == -jnp.inf, 0.0, jnp.exp(tops - top))
+    return token.astype(jnp.int32), jnp.squeeze(top, axis) + jnp.log((sums * scale).sum(axis=axis))
 
 
 def sharded_argmax_and_logsumexp(logits, *, interpret: bool = False):
