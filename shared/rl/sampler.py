@@ -232,7 +232,7 @@ class Sampler:
         per_layer = self.layer_loop == "python"
         cache = jax.tree.map(lambda x: sh.constrain(x, CACHE_AXES), init_cache(cfg, b, slots, per_layer=per_layer))
         layer_params = None
-        if per_layer:  # once per call, outside the decode loop: compute-dtype weights, gate/up packed
+        if per_layer:  # once per call, outside the decode loop: compute-dtype weights, gate/up and q/k/v packed
             params, layer_params = inference_params(graphdef, params, cfg)
 
         model = nnx.merge(graphdef, params)
