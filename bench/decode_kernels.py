@@ -52,9 +52,9 @@ def head_argmax_and_logsumexp(hidden, weight, *, interpret: bool = False, block_
     one program per `block_v` vocabulary rows computes its [B, block_v] logits tile (all B rows; B a power of
     two) and keeps per-row (max, first index of the max, sum of exp); the per-tile triples are merged in XLA.
     Experimental (measured slower than cuBLAS + shared.rl.vocab_kernel at the 0.5B decode shape)."""
-    import jax
-    import jax.numpy as jnp
     from jax.experimental import pallas as pl
+
+    from shared.rl.vocab_kernel import merge_tiles, tile_triples
     b, d = hidden.shape
     v = weight.shape[0]
     if d % block_k:
@@ -70,13 +70,11 @@ def head_argmax_and_logsumexp(hidden, weight, *, interpret: bool = False, block_
         grid=(parts,),
         in_specs=[pl.BlockSpec((b, d), lambda j: (0, 0)), pl.BlockSpec((v, d), lambda j: (0, 0))],
         out_specs=[part_spec, part_spec, part_spec],
-        out_shape=[jax.ShapeDtypeStruct((parts, b), jnp.float32), jax.ShapeDtypeStruct((parts, b), jnp.int32),
-                   jax.ShapeDtypeStruct((parts, b), jnp.float32)],
+        out_shape=tile_triples((parts, b)),
         compiler_params=compiler_params,
         interpret=interpret,
         name="head_argmax_logsumexp",
     )(hidden, weight)
-    from shared.rl.vocab_kernel import merge_tiles
     return merge_tiles(tops, firsts, sums, axis=0)
 
 

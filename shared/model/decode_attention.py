@@ -77,6 +77,18 @@ def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, o_ref, *, group: int, rows:
     plgpu.store(o_ref.at[query_rows, :], out, mask=row_mask)
 
 
+def _grid_setup(group: int, cache_len: int, head_dim: int, num_warps: int, interpret: bool):
+    """What both kernels' grid of (row, KV head) programs needs: the padded query rows per program, the Triton
+    parameters, and the block specs of a per-row scalar and of one row's one KV head of a [B,S,K,D] cache."""
+    compiler_params = None
+    if not interpret:
+        from jax.experimental.pallas import triton as plgpu
+        compiler_params = plgpu.CompilerParams(num_warps=num_warps, num_stages=2)
+    return (max(MIN_QUERY_ROWS, pl.next_power_of_2(group)), compiler_params,
+            pl.BlockSpec((None,), lambda i, j: (i,)),
+            pl.BlockSpec((None, cache_len, None, head_dim), lambda i, j: (i, 0, j, 0)))
+
+
 @functools.partial(jax.jit, static_argnames=("interpret", "num_warps", "block_slots"))
 def decode_attention(q, k, v, kv_start, kv_end, *, interpret: bool = False, num_warps: int = 4,
                      block_slots: int = BLOCK_SLOTS):
@@ -88,14 +100,8 @@ def decode_attention(q, k, v, kv_start, kv_end, *, interpret: bool = False, num_
         raise ValueError(f"decode_attention: cache length {s} must be a multiple of {block_slots} and head dim {d} "
                          "a power of two >= 16")
     group = h // kv
-    rows = max(MIN_QUERY_ROWS, pl.next_power_of_2(group))
-    compiler_params = None
-    if not interpret:
-        from jax.experimental.pallas import triton as plgpu
-        compiler_params = plgpu.CompilerParams(num_warps=num_warps, num_stages=2)
-    row = pl.BlockSpec((None,), lambda i, j: (i,))
+    rows, compiler_params, row, cache = _grid_setup(group, s, d, num_warps, interpret)
     heads = pl.BlockSpec((None, h, d), lambda i, j: (i, 0, 0))  # program (i, j) touches its G rows only
-    cache = pl.BlockSpec((None, s, None, d), lambda i, j: (i, 0, j, 0))
     return pl.pallas_call(
         functools.partial(_kernel, group=group, rows=rows, block_slots=block_slots, scale=1.0 / math.sqrt(d)),
         grid=(b, kv),
@@ -190,13 +196,7 @@ def fused_decode_attention(qkv, k, v, kv_start, slot, positions, inv_freq, *, he
         raise ValueError(f"fused_decode_attention: cache length {s} must be a multiple of {block_slots} and head "
                          f"dim {d} twice a power of two >= 16")
     group = heads // kv
-    rows = max(MIN_QUERY_ROWS, pl.next_power_of_2(group))
-    compiler_params = None
-    if not interpret:
-        from jax.experimental.pallas import triton as plgpu
-        compiler_params = plgpu.CompilerParams(num_warps=num_warps, num_stages=2)
-    row = pl.BlockSpec((None,), lambda i, j: (i,))
-    cache = pl.BlockSpec((None, s, None, d), lambda i, j: (i, 0, j, 0))
+    rows, compiler_params, row, cache = _grid_setup(group, s, d, num_warps, interpret)
     kernel = functools.partial(_fused_kernel, heads=heads, kv_heads=kv, group=group, rows=rows, half=d // 2,
                                block_slots=block_slots, scale=1.0 / math.sqrt(d))
     return pl.pallas_call(

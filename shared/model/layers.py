@@ -207,7 +207,7 @@ class Attention(nnx.Module):
         if cfg.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         inv_freq = rope_inv_freq(cfg)
-        if cache is not None and self._fused_decode_step(q, cache, ctx):
+        if cache is not None and self._can_fuse_decode(q, cache, ctx):
             out, new_cache = self._fused_decode(q, k, v, cache, ctx, inv_freq)
             return jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(dt)), new_cache
         q = apply_rope(q, ctx.positions, inv_freq)
@@ -229,7 +229,7 @@ class Attention(nnx.Module):
         y = jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(dt))
         return y, new_cache
 
-    def _fused_decode_step(self, q, cache, ctx) -> bool:
+    def _can_fuse_decode(self, q, cache, ctx) -> bool:
         """A single-token step that shared.model.decode_attention.fused_decode_attention can run whole (RoPE,
         the KV-slot write and attention in one kernel): a Pallas decode path, a per-layer cache of q's dtype
         and a causal model without a sliding window."""
@@ -332,21 +332,32 @@ class MLP(nnx.Module):
         return jnp.einsum("btf,fd->btd", hidden, self.down[...].astype(dt))
 
 
+def _states_of(module, state, cls):
+    """(node, its sub-state) for every `cls` node inside `module`; `state` is `module`'s parameter state."""
+    for path, node in nnx.iter_graph(module):
+        if isinstance(node, cls):
+            weights = state
+            for key in path:
+                weights = weights[key]
+            yield node, weights
+
+
+def _hold(weights, names, packed):
+    """Every one of `names` in `weights` now holds `packed` (leaves are Variables in an nnx.State, arrays in a
+    pure dict)."""
+    for name in names:
+        leaf = weights[name]
+        weights[name] = leaf.replace(packed) if isinstance(leaf, nnx.Variable) else packed
+
+
 def pack_mlp_weights(module, state):
     """`state` (the parameter state of `module`, e.g. one layer's) with the gate and up [D,F] weights of every
     SwiGLU `MLP` inside `module` packed into one [D,2,F] array, held by both `gate` and `up` (the MLP then runs
     one GEMM). For inference loops that reuse the weights many times (the sampler packs once per call, outside
     its decode loop); the training state is unchanged."""
-    for path, node in nnx.iter_graph(module):
-        if isinstance(node, MLP) and node.kind == "swiglu":
-            weights = state
-            for key in path:
-                weights = weights[key]
-            if weights["gate"].ndim == 2:
-                packed = jnp.stack([weights["gate"][...], weights["up"][...]], axis=1)
-                for name in ("gate", "up"):  # leaves are Variables in an nnx.State, arrays in a pure dict
-                    leaf = weights[name]
-                    weights[name] = leaf.replace(packed) if isinstance(leaf, nnx.Variable) else packed
+    for node, weights in _states_of(module, state, MLP):
+        if node.kind == "swiglu" and weights["gate"].ndim == 2:
+            _hold(weights, ("gate", "up"), jnp.stack([weights["gate"][...], weights["up"][...]], axis=1))
     return state
 
 
@@ -355,20 +366,12 @@ def pack_attention_weights(module, state):
     along the head axis into one [D, H+2K, Dh] array held by q, k and v alike (the layer then runs one
     projection GEMM whose output the fused decode kernel reads whole). For inference loops, as
     pack_mlp_weights."""
-    for path, node in nnx.iter_graph(module):
-        if isinstance(node, Attention):
-            weights = state
-            for key in path:
-                weights = weights[key]
-            heads = node.cfg.n_heads + 2 * node.cfg.n_kv_heads
-            for names in (("q", "k", "v"), ("q_bias", "k_bias", "v_bias")):
-                if names[0] not in weights or weights[names[0]].shape[-2] == heads:
-                    continue
-                axis = weights[names[0]].ndim - 2
-                packed = jnp.concatenate([weights[name][...] for name in names], axis=axis)
-                for name in names:  # leaves are Variables in an nnx.State, arrays in a pure dict
-                    leaf = weights[name]
-                    weights[name] = leaf.replace(packed) if isinstance(leaf, nnx.Variable) else packed
+    for node, weights in _states_of(module, state, Attention):
+        heads = node.cfg.n_heads + 2 * node.cfg.n_kv_heads
+        for names in (("q", "k", "v"), ("q_bias", "k_bias", "v_bias")):
+            if names[0] in weights and weights[names[0]].shape[-2] != heads:
+                axis = weights[names[0]].ndim - 2   # the head axis
+                _hold(weights, names, jnp.concatenate([weights[name][...] for name in names], axis=axis))
     return state
 
 

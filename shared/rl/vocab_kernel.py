@@ -50,13 +50,19 @@ def argmax_and_logsumexp(logits, *, interpret: bool = False, tile: int = TILE):
         grid=(b, parts),
         in_specs=[pl.BlockSpec((None, v), lambda i, j: (i, 0))],
         out_specs=[part_spec, part_spec, part_spec],
-        out_shape=[jax.ShapeDtypeStruct((b, parts), jnp.float32), jax.ShapeDtypeStruct((b, parts), jnp.int32),
-                   jax.ShapeDtypeStruct((b, parts), jnp.float32)],
+        out_shape=tile_triples((b, parts)),
         compiler_params=compiler_params,
         interpret=interpret,
         name="vocab_argmax_logsumexp",
     )(logits)
     return merge_tiles(tops, firsts, sums, axis=1)
+
+
+def tile_triples(shape):
+    """Output shapes of a per-tile reduction kernel: (max float32, first index of the max int32, sum of exp
+    relative to the max float32), each of `shape`; merge_tiles combines them."""
+    return [jax.ShapeDtypeStruct(shape, jnp.float32), jax.ShapeDtypeStruct(shape, jnp.int32),
+            jax.ShapeDtypeStruct(shape, jnp.float32)]
 
 
 def merge_tiles(tops, firsts, sums, axis: int):
