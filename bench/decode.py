@@ -593,6 +593,38 @@ def limits_line(payload: dict) -> str:
             f"TFLOP/s: {source}.")
 
 
+def measured_floor_table(payload: dict) -> str:
+    """Ours against the floors at this device's own measured rates (copy, and read-only bandwidth) when the
+    headline floors use other numbers: how much of the gap to the constants is the device's."""
+    limits, used = payload.get("device_limits") or {}, payload.get("floor_limits") or {}
+    if limits.get("status") != "ok" or used.get("source") == "measured" or not payload.get("decode"):
+        return ""
+    primary = payload["args"]["param_dtypes"][0]
+    rates = [("copy", limits["bandwidth"])] + ([("read-only", limits["read_bandwidth"])]
+                                                if limits.get("read_bandwidth") else [])
+    header = ["shape", "batch", "ours tok/s"]
+    for name, bandwidth in rates:
+        header += [f"end-to-end floor at {name} {bandwidth / 1e12:.3g} TB/s", "% of it",
+                   "decode-only % of S_t floor"]
+    rows = []
+    for e in payload["decode"]:
+        ours = ok_run(e["results"].get("ours"), primary)
+        if not ours:
+            continue
+        row = [e["shape"], str(e["batch"]), fmt_tok(ours["tokens_per_s"])]
+        for _, bandwidth in rates:
+            floor = decode_floor(e["shape"], e["batch"], e["prompt_len"], e["new_tokens"], bandwidth,
+                                 limits["peak_flops"])
+            row += [fmt_tok(floor["end_to_end_tokens_per_s"]),
+                    fmt_pct(ours["tokens_per_s"] / floor["end_to_end_tokens_per_s"]),
+                    fmt_pct(floor["growing_step_s"] / ours["decode_step_s"]) if ours.get("decode_step_s") else "-"]
+        rows.append(row)
+    if not rows:
+        return ""
+    return ("The same runs against floors at this device's own measured rates (matmul "
+            f"{limits['peak_flops'] / 1e12:.3g} TFLOP/s):\n\n" + markdown_table(header, rows))
+
+
 def grpo_table(results: list[dict]) -> str:
     header = ["shape", "B x G", "new tokens", "rollout+reward s", "ref logprob s", "update s", "step s",
               "rollout tok/s", "mean response len", "update tok/s (padded)", "warm-up steps s", "status / error"]
@@ -628,8 +660,9 @@ def render_markdown(payload: dict) -> str:
                   f"what a length-aware kernel can reach; end to end = the prompt pass's floor (its matmul FLOPs) + "
                   f"the S_t steps, the bound on a whole call as in section 4's worked check. Target: >= 40% of the "
                   f"floor at batch 256.", "", limits_line(payload), "",
-                  decode_summary(payload["decode"], args["param_dtypes"], args["peers"]), "",
-                  "Details:", "", decode_details(payload["decode"])]
+                  decode_summary(payload["decode"], args["param_dtypes"], args["peers"]), ""]
+        measured = measured_floor_table(payload)
+        lines += ([measured, ""] if measured else []) + ["Details:", "", decode_details(payload["decode"])]
     if payload.get("grpo"):
         lines += ["", "GRPO step (RLLearner, mean over the timed steps; perf/ref_logprob_s = behaviour + reference "
                       "log-prob forwards; rollout tok/s = generated tokens / rollout_and_reward_s):", "",

@@ -91,6 +91,27 @@ def test_fused_kernel_equals_rope_cache_write_and_attention():
     assert fused_supported(BLOCK_SLOTS, 32) and not fused_supported(BLOCK_SLOTS, 16)
 
 
+def test_kernels_lower_to_triton_for_gpu():
+    """Every decode kernel lowers through Pallas' Triton path for a CUDA target, here on CPU (no GPU needed):
+    catches what the interpreter accepts and the Triton lowering refuses (e.g. two indexers on one ref, which
+    cost a GPU run to find once) before a GPU run."""
+    from shared.model.decode_attention import fused_decode_attention
+    from shared.rl.vocab_kernel import argmax_and_logsumexp
+    b, s, kv, group, d = 8, 3 * BLOCK_SLOTS, 2, 7, 64
+    bf, heads = jnp.bfloat16, kv * group
+    rows = jnp.zeros(b, jnp.int32)
+    cache = jnp.zeros((b, s, kv, d), bf)
+    calls = [
+        (lambda q, c, r: decode_attention(q, c, c, r, r), (jnp.zeros((b, heads, d), bf), cache, rows)),
+        (lambda qkv, c, r, f: fused_decode_attention(qkv, c, c, r, r, r, f, heads=heads),
+         (jnp.zeros((b, heads + 2 * kv, d), bf), cache, rows, jnp.zeros(d // 2))),
+        (lambda logits: argmax_and_logsumexp(logits), (jnp.zeros((b, 151936), bf),)),
+    ]
+    for fn, args in calls:
+        text = jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+        assert "__gpu$xla.gpu.triton" in text
+
+
 _MODELS = {}
 
 
