@@ -1,7 +1,6 @@
 """bench/decode.py on CPU: its floors against perf_anchors section 4's own table, and the whole tool (workers,
 JSON, markdown) on the tiny shape, so the GPU benchmark stays runnable between GPU sessions."""
 import json
-import os
 import subprocess
 import sys
 
@@ -9,7 +8,7 @@ import pytest
 
 from bench.decode import decode_floor, decode_step_floor, model_fields
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import REPO_ROOT as ROOT  # noqa: E402
 
 
 @pytest.mark.parametrize("shape,batch,step_us,tokens_per_s", [

@@ -4,7 +4,7 @@ import re
 
 from shared.registry import ALL_REGISTRIES
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import REPO_ROOT as REPO  # noqa: E402
 
 
 def read(name):

@@ -21,7 +21,7 @@ from shared.launch import import_project
 from shared.sweep.table import config_spec, format_override_value, load_module, load_sweep
 from tpu_configs.presets import get_preset
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import REPO_ROOT as REPO  # noqa: E402
 CI_DEVICES = 8
 
 

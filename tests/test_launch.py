@@ -17,7 +17,7 @@ from shared.launch import import_project, prepare_environment, split_config_over
 from shared.registry import ALL_REGISTRIES, UnknownNameError
 from tpu_configs.presets import PRESETS, attention_for, get_preset, merge_xla_flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import REPO_ROOT as REPO  # noqa: E402
 
 FIXTURE_PROJECT = textwrap.dedent('''
     """Test fixture for tests/test_launch.py: a task that records what the launcher handed it."""

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 import shared.builtin  # noqa: F401
 from shared.config.base import base_config
@@ -14,7 +13,7 @@ from shared.registry import REWARDS
 from shared.rewards import RewardManager
 from shared.rl.learner import RLLearner
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import REPO_ROOT as REPO  # noqa: E402
 
 
 def digit_fraction(prompts, completions, **columns):

@@ -13,7 +13,7 @@ from shared.data.sources import DataError
 from shared.registry import DATASETS
 from shared.rl import tasks as T
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import REPO_ROOT as REPO  # noqa: E402
 DATA = os.path.join(REPO, "..", "shared", "data")
 PROCEDURAL = ("arithmetic", "countdown", "sorting")
 

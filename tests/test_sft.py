@@ -3,7 +3,6 @@ jsonl reading, the loss ignoring prompt tokens, exact iterator resume, and a 3-s
 cpu_8 (with greedy accuracy, summary.json and the data state saved in the checkpoint)."""
 import json
 import os
-import re
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +16,7 @@ from shared.data import ByteTokenizer, DataError
 from shared.registry import LOSSES, TASKS
 from shared.train import sft as S
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import REPO_ROOT as REPO  # noqa: E402
 TOK = ByteTokenizer()
 
 

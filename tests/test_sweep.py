@@ -16,7 +16,7 @@ from shared.sweep import format_override_value, parse_override_args, plan_slots,
 from shared.sweep.runner import visible_gpus
 from shared.sweep.table import Point, load_sweep
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import REPO_ROOT as REPO  # noqa: E402
 
 # Writes what the real launcher writes, from its overrides: eval/loss = lr * 10 + seed / 100 + 1 / step.
 FAKE_LAUNCHER = textwrap.dedent('''
