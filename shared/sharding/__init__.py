@@ -198,11 +198,11 @@ def fetch_whole(x) -> np.ndarray:
     return np.asarray(x)
 
 
-def map_row_shards(fn, *arrays):
+def map_row_shards(fn, *arrays, whole: Sequence[int] = ()):
     """fn(*arrays) with every array's leading (batch) axis split as the active rules split `act_batch`, and
-    the other axes whole: runs per shard under shard_map. For custom kernels (Pallas), which have no
-    partitioning rule of their own; fn's outputs must be row-wise too. Without an active multi-device mesh
-    it is a plain call."""
+    the other axes whole: runs per shard under shard_map. Arrays at the positions in `whole` (e.g. weights) go
+    to every shard entire. For custom kernels (Pallas), which have no partitioning rule of their own; fn's
+    outputs must be row-wise too. Without an active multi-device mesh it is a plain call."""
     mesh = _ctx.mesh
     if mesh is None or mesh.size == 1:
         return fn(*arrays)
@@ -210,8 +210,8 @@ def map_row_shards(fn, *arrays):
     spec = P(rows[0] if len(rows) else None)
     out_shapes = jax.eval_shape(fn, *arrays)
     out_specs = jax.tree.map(lambda _: spec, out_shapes)
-    return jax.shard_map(fn, mesh=mesh, in_specs=(spec,) * len(arrays), out_specs=out_specs,
-                         check_vma=False)(*arrays)
+    in_specs = tuple(P() if i in whole else spec for i in range(len(arrays)))
+    return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)(*arrays)
 
 
 def logical_sharding(names: Sequence[str | None], shape: Sequence[int], mesh: Mesh | None = None,
