@@ -215,6 +215,29 @@ def build_variants(b: int, s: int, d: int, h: int, kv: int, hd: int, f: int, v: 
 
     attn_w = {"ks": caches_k, "vs": caches_v, "mask": mask}
 
+    def fused_over_layers(num_warps=4, num_stages=2, block_slots=64):
+        """the fused kernel (RoPE + this step's K/V slot write + attention) over the layer caches, which ride in
+        the loop carry as in the sampler (the slot write is in place)"""
+        from shared.model.decode_attention import fused_decode_attention
+        inv_freq = 1.0 / (1e6 ** (jnp.arange(0, hd, 2, dtype=jnp.float32) / hd))
+        start = jnp.zeros((b,), jnp.int32)
+        slot = jnp.full((b,), (s * 2) // 3, jnp.int32)   # 256 of 384 slots visible, as attn/pallas
+
+        def run(carry, w):
+            qkv, ks, vs = carry
+            new_ks, new_vs = [], []
+            for k, v in zip(ks, vs):
+                out, k, v = fused_decode_attention(qkv, k, v, start, slot, slot, inv_freq, heads=h,
+                                                   num_warps=num_warps, num_stages=num_stages,
+                                                   block_slots=block_slots)
+                qkv = qkv + jnp.pad(out, ((0, 0), (0, 2 * kv), (0, 0))) * 1e-3
+                new_ks.append(k)
+                new_vs.append(v)
+            return qkv, new_ks, new_vs
+        return run
+
+    fused_x = (rand(b, h + 2 * kv, hd, scale=1.0), caches_k, caches_v)
+
     def head_current(hid, w):
         logits = jnp.einsum("bd,vd->bv", hid, w["embed"]).astype(jnp.float32)
         return _argmax_and_logsumexp(logits)
@@ -271,6 +294,9 @@ def build_variants(b: int, s: int, d: int, h: int, kv: int, hd: int, f: int, v: 
                      ("attn/pallas_b32", pallas(attn_pallas, block_slots=32)),
                      ("attn/pallas_b128", pallas(attn_pallas, block_slots=128))]:
         variants[name] = over_layers(fn), q, attn_w
+    for nw, ns, bs in [(4, 2, 64), (2, 2, 64), (8, 2, 64), (4, 3, 64), (4, 4, 64), (2, 3, 64), (4, 2, 128),
+                       (8, 3, 128), (4, 3, 32), (2, 4, 32)]:
+        variants[f"attn/fused_w{nw}_s{ns}_b{bs}"] = fused_over_layers(nw, ns, bs), fused_x, {}
     for name, fn in [("head/current", head_current), ("head/f32_out", head_f32_out),
                      ("head/transposed", head_transposed), ("head/direct", head_direct),
                      ("head/chunks1", functools.partial(head_chunks, chunks=1)),
@@ -287,6 +313,188 @@ def build_variants(b: int, s: int, d: int, h: int, kv: int, hd: int, f: int, v: 
         variants[name] = ((lambda fn: lambda hid, w: hid + fn(hid, w)[1][:, None].astype(hid.dtype) * 1e-6)(fn),
                           x[:, 0], head_w)
     variants["feedback_only"] = (lambda x, w: feed_row(x, x * 2), x, {})
+    return variants
+
+
+def _rms_normalizer(x_ref, k: int, block_k: int, eps: float):
+    """[rows] float32 1 / sqrt(mean(x^2) + eps) of a program's rows, streamed over K blocks."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def sum_squares(i, acc):
+        xs = x_ref[:, pl.ds(pl.multiple_of(i * block_k, block_k), block_k)].astype(jnp.float32)
+        return acc + jnp.sum(xs * xs, axis=1)
+
+    total = jax.lax.fori_loop(0, k // block_k, sum_squares, jnp.zeros((x_ref.shape[0],), jnp.float32))
+    return jax.lax.rsqrt(total / k + eps)
+
+
+def norm_fused_matmul(x, scale, w, bias=None, *, eps: float, tiles: tuple, swiglu: bool = False,
+                      fold_scale: bool = False, interpret: bool = False):
+    """Experimental (measured slower than XLA's norm fusion + GEMM at the 0.5B decode shapes): RMSNorm(x) @ w
+    (+ bias) in one Pallas kernel, the norm applied to each K block of x before its dot; with `swiglu` w is the
+    packed [K,2,F] gate/up weight and the output silu(gate) * up. `fold_scale`: the norm scale is assumed folded
+    into w already and only the per-row 1/rms multiplies the accumulator (x goes to the dot untouched)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    block_m, block_n, block_k, num_warps, num_stages = tiles
+    (m, k), n = x.shape, w.shape[-1]
+
+    def kernel(x_ref, scale_ref, w_ref, *rest):
+        o_ref = rest[-1]
+        inv = _rms_normalizer(x_ref, k, block_k, eps)
+
+        def operand(k0):
+            cols = pl.ds(k0, block_k)
+            if fold_scale:
+                return x_ref[:, cols]
+            xs = x_ref[:, cols].astype(jnp.float32) * inv[:, None]
+            return (xs * scale_ref[cols].astype(jnp.float32)[None, :]).astype(x_ref.dtype)
+
+        def step(i, accs):
+            k0 = pl.multiple_of(i * block_k, block_k)
+            xs, rows = operand(k0), pl.ds(k0, block_k)
+            if swiglu:
+                return (accs[0] + jnp.dot(xs, w_ref[rows, 0, :], preferred_element_type=jnp.float32),
+                        accs[1] + jnp.dot(xs, w_ref[rows, 1, :], preferred_element_type=jnp.float32))
+            return (accs[0] + jnp.dot(xs, w_ref[rows, :], preferred_element_type=jnp.float32),)
+
+        zeros = jnp.zeros(o_ref.shape, jnp.float32)
+        accs = jax.lax.fori_loop(0, k // block_k, step, (zeros, zeros) if swiglu else (zeros,))
+        if fold_scale:
+            accs = tuple(acc * inv[:, None] for acc in accs)
+        dt = o_ref.dtype
+        y = accs[0].astype(dt)
+        if swiglu:
+            gate, up = (acc.astype(dt).astype(jnp.float32) for acc in accs)
+            y = (gate * jax.nn.sigmoid(gate) * up).astype(dt)
+        if bias is not None:
+            y = (y.astype(jnp.float32) + rest[0][...].astype(jnp.float32)[None, :]).astype(dt)
+        o_ref[...] = y
+
+    w_block = (k, 2, block_n) if swiglu else (k, block_n)
+    in_specs = [pl.BlockSpec((block_m, k), lambda i, j: (i, 0)), pl.BlockSpec((k,), lambda i, j: (0,)),
+                pl.BlockSpec(w_block, lambda i, j: (0,) * (len(w_block) - 1) + (j,))]
+    args = [x, scale, w]
+    if bias is not None:
+        in_specs.append(pl.BlockSpec((block_n,), lambda i, j: (j,)))
+        args.append(bias)
+    params = None
+    if not interpret:
+        from jax.experimental.pallas import triton as plgpu
+        params = plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages)
+    return pl.pallas_call(kernel, grid=(m // block_m, n // block_n), in_specs=in_specs,
+                          out_specs=pl.BlockSpec((block_m, block_n), lambda i, j: (i, j)),
+                          out_shape=jax.ShapeDtypeStruct((m, n), x.dtype), compiler_params=params,
+                          interpret=interpret, name="norm_fused_matmul")(*args)
+
+
+PROJECTION_TILES = {  # (block_m, block_n, block_k, num_warps, num_stages) tried per projection at M = 256
+    "qkv": [(64, 64, 128, 4, 3), (32, 64, 128, 4, 3), (64, 32, 128, 4, 3), (32, 32, 128, 4, 3),
+            (16, 64, 128, 4, 3), (64, 32, 64, 4, 4), (64, 32, 128, 4, 4), (64, 32, 128, 8, 3)],
+    "o": [(64, 64, 128, 4, 3), (32, 64, 128, 4, 3), (64, 32, 128, 4, 3), (32, 32, 128, 4, 3),
+          (64, 32, 64, 4, 4), (64, 32, 128, 4, 4), (64, 32, 128, 8, 3), (128, 32, 128, 4, 3)],
+    "down": [(64, 32, 128, 4, 3), (64, 64, 256, 8, 3)],
+    "down_split_k": [(2, (64, 64, 128, 4, 4)), (4, (64, 64, 64, 4, 4)), (4, (64, 32, 64, 4, 4)),
+                     (4, (128, 64, 64, 8, 3)), (8, (64, 64, 32, 4, 4)), (8, (64, 128, 32, 4, 4)),
+                     (4, (64, 128, 64, 4, 3)), (2, (64, 128, 128, 4, 3)), (19, (64, 64, 256, 4, 3)),
+                     (19, (128, 128, 256, 8, 3))],
+    "norm_fused": [(16, 64, 128, 4, 3), (32, 64, 128, 4, 3)],
+    "norm_fused_swiglu": [(64, 128, 64, 4, 3), (128, 128, 64, 8, 3)],
+}
+
+
+def build_projection_variants(b: int, d: int, h: int, kv: int, hd: int, f: int, layers: int, eps: float = 1e-6):
+    """The decode step's projections with their bias / residual / norm / SwiGLU neighbours as XLA ops and as
+    Pallas kernels (shared.model.decode_matmul; this file's experimental norm-fused ones) over tile choices, run
+    over `layers` distinct weight sets per iteration (streamed from HBM as in a decode step; one set would sit in
+    L2), and the attention-less layer both ways. Times are per layer."""
+    import jax
+    import jax.numpy as jnp
+
+    from shared.model import decode_matmul as dm
+
+    bf = jnp.bfloat16
+    keys = iter(jax.random.split(jax.random.key(1), 8 * layers + 8))
+    n_qkv = (h + 2 * kv) * hd
+
+    def rand(*shape, scale=0.02):
+        return (scale * jax.random.normal(next(keys), shape, jnp.float32)).astype(bf)
+
+    weights = [{"qkv": rand(d, n_qkv), "bias": rand(n_qkv), "o": rand(h * hd, d), "gate_up": rand(d, 2, f),
+                "down": rand(f, d), "norm1": 1.0 + rand(d).astype(jnp.float32),
+                "norm2": 1.0 + rand(d).astype(jnp.float32)} for _ in range(layers)]
+    x = rand(b, d, scale=1.0)
+    hidden = rand(b, f, scale=1.0)
+
+    def norm(x, scale):
+        x32 = x.astype(jnp.float32)
+        return (x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, -1, keepdims=True) + eps) * scale).astype(x.dtype)
+
+    def feed(x, y):  # the next layer's input depends on this output (nothing hoisted), the same for every variant
+        return x + y[:, :1].astype(x.dtype) * 1e-3
+
+    def over_layers(op):
+        def run(x, ws):
+            for w in ws:
+                x = feed(x, op(x, w))
+            return x
+        return run
+
+    def label(tiles):
+        return "m{}_n{}_k{}_w{}_s{}".format(*tiles)
+
+    ops = {
+        "qkv/xla": lambda x, w: jnp.dot(norm(x, w["norm1"]), w["qkv"]) + w["bias"],
+        "o/xla": lambda x, w: x + jnp.dot(x, w["o"]),
+        "gate_up/xla": lambda x, w: (lambda gu: jax.nn.silu(gu[:, 0]) * gu[:, 1])(
+            jnp.einsum("md,dcf->mcf", norm(x, w["norm2"]), w["gate_up"])),
+        "down/xla": lambda x, w: x[:, :d] + jnp.dot(x, w["down"]),
+    }
+    for t in PROJECTION_TILES["qkv"]:
+        ops[f"qkv/pallas_{label(t)}"] = functools.partial(
+            lambda x, w, t: dm.matmul(norm(x, w["norm1"]), w["qkv"], bias=w["bias"], tiles=t), t=t)
+    for t in PROJECTION_TILES["norm_fused"]:
+        ops[f"qkv/norm_fused_{label(t)}"] = functools.partial(
+            lambda x, w, t: norm_fused_matmul(x, w["norm1"], w["qkv"], w["bias"], eps=eps, tiles=t), t=t)
+        ops[f"qkv/norm_folded_{label(t)}"] = functools.partial(
+            lambda x, w, t: norm_fused_matmul(x, w["norm1"], w["qkv"], w["bias"], eps=eps, tiles=t,
+                                              fold_scale=True), t=t)
+    for t in PROJECTION_TILES["o"]:
+        ops[f"o/pallas_{label(t)}"] = functools.partial(lambda x, w, t: dm.matmul(x, w["o"], residual=x, tiles=t),
+                                                        t=t)
+    for t in PROJECTION_TILES["norm_fused_swiglu"]:
+        ops[f"gate_up/norm_fused_{label(t)}"] = functools.partial(
+            lambda x, w, t: norm_fused_matmul(x, w["norm2"], w["gate_up"], eps=eps, tiles=t, swiglu=True), t=t)
+    for t in PROJECTION_TILES["down"]:
+        ops[f"down/pallas_{label(t)}"] = functools.partial(
+            lambda x, w, t: dm.matmul(x, w["down"], residual=x[:, :d], tiles=t), t=t)
+    for splits, t in PROJECTION_TILES["down_split_k"]:
+        ops[f"down/split{splits}_{label(t)}"] = functools.partial(
+            lambda x, w, t, splits: x[:, :d] + dm.matmul_split_k(x, w["down"], splits=splits, tiles=t).sum(1).astype(
+                x.dtype), t=t, splits=splits)
+
+    variants = {f"proj/{name}": (over_layers(op), hidden if name.startswith("down/") else x, weights)
+                for name, op in ops.items()}
+
+    def layer(kernels: bool):  # an attention-less layer: the attention output stood in for by q/k/v's q block
+        def run(x, ws):
+            for w in ws:
+                qkv = (dm.matmul(norm(x, w["norm1"]), w["qkv"], bias=w["bias"]) if kernels
+                       else jnp.dot(norm(x, w["norm1"]), w["qkv"]) + w["bias"])
+                a = qkv[:, :h * hd]
+                x = dm.matmul(a, w["o"], residual=x) if kernels else x + jnp.dot(a, w["o"])
+                x = jax.lax.optimization_barrier(x)
+                x = x + jnp.dot(ops["gate_up/xla"](x, w), w["down"])
+            return x
+        return run
+
+    variants["proj/layer/xla"] = layer(False), x, weights
+    variants["proj/layer/pallas_qkv_o"] = layer(True), x, weights
+    variants["proj/feed_only"] = over_layers(lambda x, w: x), x, weights
     return variants
 
 
@@ -325,6 +533,8 @@ def main(argv=None) -> int:
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--attn_layers", type=int, default=8,
                    help="attention variants run over this many layer caches per iteration (out of L2, as in decode)")
+    p.add_argument("--proj_layers", type=int, default=24,
+                   help="projection variants run over this many weight sets per iteration (streamed from HBM)")
     p.add_argument("--only", default="", help="comma list of variant-name prefixes")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
@@ -333,12 +543,13 @@ def main(argv=None) -> int:
 
     d, h, kv, hd, f, v = (int(x) for x in args.dims.split(","))
     variants = build_variants(args.batch, args.slots, d, h, kv, hd, f, v, args.attn_layers)
+    variants.update(build_projection_variants(args.batch, d, h, kv, hd, f, args.proj_layers))
     results = {"device": jax.devices()[0].device_kind, "jax": jax.__version__, "args": vars(args), "variants": {}}
     for name, (fn, x0, weights) in variants.items():
         if args.only and not any(name.startswith(o) for o in args.only.split(",")):
             continue
         try:
-            per = args.attn_layers if name.startswith("attn/") else 1   # attention: time per layer
+            per = {"attn/": args.attn_layers, "proj/": args.proj_layers}.get(name[:5], 1)  # time per layer
             r = time_variant(fn, x0, weights, args.iters, per)
             print(f"{name:22s} busy {r['busy_us_per_iter']:8.1f} us/iter   wall {r['wall_us_per_iter']:8.1f} us/iter"
                   f"   top {r['top_kernels_us_per_iter'][:3]}", flush=True)

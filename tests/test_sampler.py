@@ -331,3 +331,14 @@ def test_two_stage_vocab_reduction_equals_argmax_and_logsumexp():
     np.testing.assert_array_equal(token, np.argmax(logits, -1))
     ref = np.log(np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
     np.testing.assert_allclose(lse, ref, rtol=1e-6)
+
+
+def test_gpu_compiler_options_parse_as_xla_options():
+    """The sampler's GPU compiler options are real XLA options with valid values (XLA parses them on any backend:
+    a misspelt name or enum value fails here, not first on a GPU)."""
+    from shared.rl.sampler import GPU_COMPILER_OPTIONS
+    f = jax.jit(lambda x: jax.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2), (0, x))[1],
+                compiler_options=GPU_COMPILER_OPTIONS)
+    np.testing.assert_array_equal(f(jnp.ones(2)), [8.0, 8.0])
+    with pytest.raises(Exception, match="enum"):
+        jax.jit(lambda x: x, compiler_options={"xla_gpu_enable_command_buffer": "WHILE,LOOPS"})(jnp.ones(2))

@@ -77,13 +77,13 @@ def _kernel(start_ref, end_ref, q_ref, k_ref, v_ref, o_ref, *, group: int, rows:
     plgpu.store(o_ref.at[query_rows, :], out, mask=row_mask)
 
 
-def _grid_setup(group: int, cache_len: int, head_dim: int, num_warps: int, interpret: bool):
+def _grid_setup(group: int, cache_len: int, head_dim: int, num_warps: int, interpret: bool, num_stages: int = 2):
     """What both kernels' grid of (row, KV head) programs needs: the padded query rows per program, the Triton
     parameters, and the block specs of a per-row scalar and of one row's one KV head of a [B,S,K,D] cache."""
     compiler_params = None
     if not interpret:
         from jax.experimental.pallas import triton as plgpu
-        compiler_params = plgpu.CompilerParams(num_warps=num_warps, num_stages=2)
+        compiler_params = plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages)
     return (max(MIN_QUERY_ROWS, pl.next_power_of_2(group)), compiler_params,
             pl.BlockSpec((None,), lambda i, j: (i,)),
             pl.BlockSpec((None, cache_len, None, head_dim), lambda i, j: (i, 0, j, 0)))
@@ -181,9 +181,9 @@ def _fused_kernel(start_ref, slot_ref, position_ref, inv_freq_ref, qkv_ref, k_re
     plgpu.store(o_ref.at[query_rows, :], out, mask=row_mask)
 
 
-@functools.partial(jax.jit, static_argnames=("heads", "interpret", "num_warps", "block_slots"))
+@functools.partial(jax.jit, static_argnames=("heads", "interpret", "num_warps", "num_stages", "block_slots"))
 def fused_decode_attention(qkv, k, v, kv_start, slot, positions, inv_freq, *, heads: int, interpret: bool = False,
-                           num_warps: int = 4, block_slots: int = BLOCK_SLOTS):
+                           num_warps: int = 4, num_stages: int = 2, block_slots: int = BLOCK_SLOTS):
     """One decode step of a layer: RoPE on this token's q and k, its k/v written into cache slot `slot`, and
     softmax(q k^T / sqrt(D)) v over the slots [kv_start, slot] of each row.
     qkv [B, heads + 2K, D] (q, k, v projections, biases added, before RoPE); k/v caches [B,S,K,D] (updated in
@@ -196,7 +196,7 @@ def fused_decode_attention(qkv, k, v, kv_start, slot, positions, inv_freq, *, he
         raise ValueError(f"fused_decode_attention: cache length {s} must be a multiple of {block_slots} and head "
                          f"dim {d} twice a power of two >= 16")
     group = heads // kv
-    rows, compiler_params, row, cache = _grid_setup(group, s, d, num_warps, interpret)
+    rows, compiler_params, row, cache = _grid_setup(group, s, d, num_warps, interpret, num_stages)
     kernel = functools.partial(_fused_kernel, heads=heads, kv_heads=kv, group=group, rows=rows, half=d // 2,
                                block_slots=block_slots, scale=1.0 / math.sqrt(d))
     return pl.pallas_call(

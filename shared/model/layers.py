@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from shared import sharding as sh
-from shared.model import decode_attention
+from shared.model import decode_attention, decode_matmul
 from shared.registry import NORMS
 
 
@@ -187,29 +187,15 @@ class Attention(nnx.Module):
             self.q_norm = make_norm(cfg, hd, rngs=rngs, axes=(sh.HEAD_DIM,))
             self.k_norm = make_norm(cfg, hd, rngs=rngs, axes=(sh.HEAD_DIM,))
 
-    def __call__(self, x, ctx: AttentionContext, cache: dict | None = None):
+    def __call__(self, x, ctx: AttentionContext, cache: dict | None = None, residual=None):
+        """(attention output [B,T,D], or residual + it when `residual` is given; the updated cache). On the fused
+        decode path the residual add is the o projection's epilogue."""
         cfg = self.cfg
-        dt = x.dtype
-        h, kv = cfg.n_heads, cfg.n_kv_heads
-        if self.q.shape[1] == h + 2 * kv:
-            # packed [D, H+2K, Dh] q/k/v weights (pack_attention_weights, decode): one GEMM, one output array
-            qkv = jnp.einsum("btd,dhk->bthk", x, self.q[...].astype(dt))
-            if cfg.qkv_bias:
-                qkv = qkv + self.q_bias[...].astype(dt)
-            q, k, v = qkv[:, :, :h], qkv[:, :, h:h + kv], qkv[:, :, h + kv:]
-        else:
-            q = jnp.einsum("btd,dhk->bthk", x, self.q[...].astype(dt))
-            k = jnp.einsum("btd,dhk->bthk", x, self.k[...].astype(dt))
-            v = jnp.einsum("btd,dhk->bthk", x, self.v[...].astype(dt))
-            if cfg.qkv_bias:
-                q, k, v = (q + self.q_bias[...].astype(dt), k + self.k_bias[...].astype(dt),
-                           v + self.v_bias[...].astype(dt))
-        if cfg.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
         inv_freq = rope_inv_freq(cfg)
-        if cache is not None and self._can_fuse_decode(q, cache, ctx):
-            out, new_cache = self._fused_decode(q, k, v, cache, ctx, inv_freq)
-            return jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(dt)), new_cache
+        if cache is not None and self._can_fuse_decode(x, cache, ctx):
+            out, new_cache = self._fused_decode(self._decode_qkv(x, ctx), cache, ctx, inv_freq)
+            return self._decode_output(out, ctx, residual), new_cache
+        q, k, v = self._project(x)
         q = apply_rope(q, ctx.positions, inv_freq)
         k = apply_rope(k, ctx.positions, inv_freq)
         q = sh.constrain(q, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_HEADS, sh.ACT_HEAD_DIM))
@@ -226,30 +212,84 @@ class Attention(nnx.Module):
             raise ValueError(f"model.attention: unknown implementation {ctx.implementation!r} "
                              "(xla | cudnn; splash is not available yet)")
         out = sh.constrain(out, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_HEADS, sh.ACT_HEAD_DIM))
-        y = jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(dt))
-        return y, new_cache
+        y = jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(x.dtype))
+        return (y if residual is None else residual + y), new_cache
 
-    def _can_fuse_decode(self, q, cache, ctx) -> bool:
+    def _project(self, x):
+        """q [B,T,H,Dh], k and v [B,T,K,Dh]: projections, biases and qk-norm (before RoPE)."""
+        cfg = self.cfg
+        dt = x.dtype
+        h, kv = cfg.n_heads, cfg.n_kv_heads
+        if self._packed():
+            # packed [D, H+2K, Dh] q/k/v weights (pack_attention_weights, decode): one GEMM, one output array
+            qkv = jnp.einsum("btd,dhk->bthk", x, self.q[...].astype(dt))
+            if cfg.qkv_bias:
+                qkv = qkv + self.q_bias[...].astype(dt)
+            q, k, v = qkv[:, :, :h], qkv[:, :, h:h + kv], qkv[:, :, h + kv:]
+        else:
+            q = jnp.einsum("btd,dhk->bthk", x, self.q[...].astype(dt))
+            k = jnp.einsum("btd,dhk->bthk", x, self.k[...].astype(dt))
+            v = jnp.einsum("btd,dhk->bthk", x, self.v[...].astype(dt))
+            if cfg.qkv_bias:
+                q, k, v = (q + self.q_bias[...].astype(dt), k + self.k_bias[...].astype(dt),
+                           v + self.v_bias[...].astype(dt))
+        if cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        return q, k, v
+
+    def _packed(self) -> bool:
+        return self.q.shape[1] == self.cfg.n_heads + 2 * self.cfg.n_kv_heads
+
+    def _can_fuse_decode(self, x, cache, ctx) -> bool:
         """A single-token step that shared.model.decode_attention.fused_decode_attention can run whole (RoPE,
-        the KV-slot write and attention in one kernel): a Pallas decode path, a per-layer cache of q's dtype
+        the KV-slot write and attention in one kernel): a Pallas decode path, a per-layer cache of x's dtype
         and a causal model without a sliding window."""
         cfg = self.cfg
-        return (q.shape[1] == 1 and ctx.decode_attention in ("pallas", "pallas_interpret") and cfg.causal
-                and not cfg.sliding_window and cache["k"].shape[0] == 1 and cache["k"].dtype == q.dtype
-                and decode_attention.fused_supported(cache["k"].shape[2], q.shape[-1]))
+        return (x.shape[1] == 1 and ctx.decode_attention in ("pallas", "pallas_interpret") and cfg.causal
+                and not cfg.sliding_window and cache["k"].shape[0] == 1 and cache["k"].dtype == x.dtype
+                and decode_attention.fused_supported(cache["k"].shape[2], cfg.head_dim))
 
-    def _fused_decode(self, q, k, v, cache, ctx, inv_freq):
-        """(attention output [B,1,H,D], updated cache) of one decode step in one kernel per layer: q/k/v go in
-        before RoPE (XLA then writes one [B, H+2K, D] array straight from the projection GEMM, instead of
-        separate RoPE, and K and V slot-write kernels)."""
-        b, heads = q.shape[0], q.shape[2]
-        qkv = jnp.concatenate([q, k.astype(q.dtype), v.astype(q.dtype)], axis=2)[:, 0]
+    def _decode_qkv(self, x, ctx):
+        """[B, H+2K, Dh]: this decode token's q/k/v before RoPE. With packed weights (and no qk-norm) one
+        shared.model.decode_matmul kernel (GEMM + bias, no split-K partials) writes it; else XLA's ops."""
+        cfg = self.cfg
+        b, d = x.shape[0], x.shape[-1]
+        heads = cfg.n_heads + 2 * cfg.n_kv_heads
+        interpret = ctx.decode_attention == "pallas_interpret"
+        if (self._packed() and not cfg.qk_norm
+                and decode_matmul.usable(x.dtype, d, heads * cfg.head_dim, interpret=interpret)):
+            bias = self.q_bias[...].astype(x.dtype).reshape(-1) if cfg.qkv_bias else None
+            qkv = decode_matmul.sharded_matmul(x[:, 0], self.q[...].astype(x.dtype).reshape(d, -1), bias=bias,
+                                               interpret=interpret)
+            return qkv.reshape(b, heads, cfg.head_dim)
+        q, k, v = self._project(x)
+        return jnp.concatenate([q, k.astype(q.dtype), v.astype(q.dtype)], axis=2)[:, 0]
+
+    def _decode_output(self, out, ctx, residual):
+        """The o projection of the attention output [B,H,Dh] -> [B,1,D], plus `residual` if given (then one
+        shared.model.decode_matmul kernel with the add as its epilogue, where the shapes allow)."""
+        b, heads, head_dim = out.shape
+        o = self.o[...].astype(out.dtype)
+        d = o.shape[-1]
+        interpret = ctx.decode_attention == "pallas_interpret"
+        if residual is not None and decode_matmul.usable(out.dtype, heads * head_dim, d, interpret=interpret):
+            y = decode_matmul.sharded_matmul(out.reshape(b, heads * head_dim), o.reshape(heads * head_dim, d),
+                                             residual=residual[:, 0].astype(out.dtype), interpret=interpret)
+            return y[:, None].astype(residual.dtype)
+        y = jnp.einsum("bhk,hkd->bd", out, o)[:, None]
+        return y if residual is None else residual + y
+
+    def _fused_decode(self, qkv, cache, ctx, inv_freq):
+        """(attention output [B,H,D], updated cache) of one decode step in one kernel per layer: q/k/v [B, H+2K,
+        D] go in before RoPE (one array straight from the projection GEMM, instead of separate RoPE, and K and V
+        slot-write kernels)."""
+        b = qkv.shape[0]
         start = ctx.kv_start if ctx.kv_start is not None else jnp.zeros((b,), jnp.int32)
         slot = jnp.broadcast_to(jnp.asarray(ctx.cache_index, jnp.int32), (b,))
         out, k_cache, v_cache = decode_attention.sharded_fused_decode_attention(
-            qkv, cache["k"][0], cache["v"][0], start, slot, ctx.positions[:, 0], inv_freq, heads=heads,
+            qkv, cache["k"][0], cache["v"][0], start, slot, ctx.positions[:, 0], inv_freq, heads=self.cfg.n_heads,
             interpret=ctx.decode_attention == "pallas_interpret")
-        return out[:, None], {"k": k_cache[None], "v": v_cache[None], "layer": cache["layer"]}
+        return out, {"k": k_cache[None], "v": v_cache[None], "layer": cache["layer"]}
 
     def _with_cache(self, q, k, v, cache, ctx):
         """(attention output, updated cache) for this chunk's q/k/v [B,T,*,D] and a cache {"k", "v": [L,B,S,K,D]
@@ -317,7 +357,10 @@ class MLP(nnx.Module):
         self.up = param(rngs, (d, f), (sh.EMBED, sh.MLP), std=std, dtype=pd)
         self.down = param(rngs, (f, d), (sh.MLP, sh.EMBED), std=std / math.sqrt(2 * cfg.n_layers), dtype=pd)
 
-    def __call__(self, x):
+    def __call__(self, x, decode_kernels: str | None = None):
+        """decode_kernels: "pallas" / "pallas_interpret" on a decode step (x [B,1,D]): the down projection runs
+        as shared.model.decode_matmul's split-K kernel (its float32 partials summed where the caller's residual
+        add fuses them)."""
         dt = x.dtype
         if self.kind == "swiglu" and self.gate.ndim == 3:
             # packed [D,2,F] gate+up weights (pack_mlp_weights, decode): one GEMM instead of two
@@ -329,7 +372,13 @@ class MLP(nnx.Module):
         else:
             hidden = jax.nn.gelu(jnp.einsum("btd,df->btf", x, self.up[...].astype(dt)))
         hidden = sh.constrain(hidden, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_MLP))
-        return jnp.einsum("btf,fd->btd", hidden, self.down[...].astype(dt))
+        down = self.down[...].astype(dt)
+        splits, interpret = decode_matmul.DOWN_SPLITS, decode_kernels == "pallas_interpret"
+        if (decode_kernels in ("pallas", "pallas_interpret") and x.shape[1] == 1 and down.shape[0] % splits == 0
+                and decode_matmul.usable(dt, down.shape[0] // splits, down.shape[1], interpret=interpret)):
+            parts = decode_matmul.sharded_matmul_split_k(hidden[:, 0], down, splits=splits, interpret=interpret)
+            return parts.sum(1).astype(dt)[:, None]
+        return jnp.einsum("btf,fd->btd", hidden, down)
 
 
 def _states_of(module, state, cls):
