@@ -49,48 +49,78 @@ def supported(m: int, k: int, n: int) -> bool:
     return tiles_for(m, k, n) is not None
 
 
-def _kernel(a_ref, w_ref, *rest, m: int, k: int, block_m: int, block_k: int, bias: bool, residual: bool):
-    # a_ref / residual / o_ref: the whole [M, *] arrays (rows masked past M); w_ref [K, block_n]; bias [block_n]
+def _row_block(m: int, block_m: int):
+    """(load, store) of this program's block of rows of a whole [M, ...] ref: load(ref, *index) and
+    store(ref, value, *index) index the dims after the rows; rows past M are masked (only when block_m does not
+    divide M)."""
     from jax.experimental.pallas import triton as plgpu
 
-    o_ref = rest[-1]
-    dtype = o_ref.dtype
     rows = pl.ds(pl.program_id(0) * block_m, block_m)
-    block_n = w_ref.shape[-1]
-    cols = pl.ds(pl.multiple_of(pl.program_id(1) * block_n, block_n), block_n)
-    row_mask = None
-    if m % block_m:
-        row_mask = ((pl.program_id(0) * block_m + jnp.arange(block_m)) < m)[:, None]
+    if m % block_m == 0:
+        def load(ref, *index):
+            return ref[(rows, *index)]
 
-    def load_rows(ref, columns):
-        if row_mask is None:
-            return ref[rows, columns]
-        return plgpu.load(ref.at[rows, columns], mask=row_mask, other=0.0)
+        def store(ref, value, *index):
+            ref[(rows, *index)] = value
+    else:
+        mask = ((pl.program_id(0) * block_m + jnp.arange(block_m)) < m)[:, None]
 
+        def load(ref, *index):
+            return plgpu.load(ref.at[(rows, *index)], mask=mask, other=0.0)
+
+        def store(ref, value, *index):
+            plgpu.store(ref.at[(rows, *index)], value, mask=mask)
+    return load, store
+
+
+def _accumulate(load, a_ref, w_ref, k_len: int, block_m: int, block_k: int, k_first=None):
+    """float32 [block_m, block_n] sum over K [k_first, k_first + k_len) (k_first None: from 0) of this row block
+    of a times w_ref's columns (w_ref [K, block_n])."""
     def step(i, acc):
-        ks = pl.ds(pl.multiple_of(i * block_k, block_k), block_k)
-        return acc + jnp.dot(load_rows(a_ref, ks), w_ref[ks, :], preferred_element_type=jnp.float32)
+        start = i * block_k if k_first is None else k_first + i * block_k
+        ks = pl.ds(pl.multiple_of(start, block_k), block_k)
+        return acc + jnp.dot(load(a_ref, ks), w_ref[ks, :], preferred_element_type=jnp.float32)
 
-    y = jax.lax.fori_loop(0, k // block_k, step, jnp.zeros((block_m, block_n), jnp.float32)).astype(dtype)
+    return jax.lax.fori_loop(0, k_len // block_k, step, jnp.zeros((block_m, w_ref.shape[1]), jnp.float32))
+
+
+def _columns(block_n: int):
+    return pl.ds(pl.multiple_of(pl.program_id(1) * block_n, block_n), block_n)
+
+
+def _kernel(a_ref, w_ref, *rest, m: int, k: int, block_m: int, block_k: int, bias: bool, residual: bool):
+    # a_ref / residual / o_ref: the whole [M, *] arrays; w_ref [K, block_n]; bias [block_n]
+    o_ref, dtype = rest[-1], rest[-1].dtype
+    load, store = _row_block(m, block_m)
+    cols = _columns(w_ref.shape[1])
+    y = _accumulate(load, a_ref, w_ref, k, block_m, block_k).astype(dtype)
     if bias:
         y = (y.astype(jnp.float32) + rest[0][...].astype(jnp.float32)[None, :]).astype(dtype)
     if residual:
-        y = (y.astype(jnp.float32) + load_rows(rest[bias], cols).astype(jnp.float32)).astype(dtype)
-    if row_mask is None:
-        o_ref[rows, cols] = y
-    else:
-        plgpu.store(o_ref.at[rows, cols], y, mask=row_mask)
+        y = (y.astype(jnp.float32) + load(rest[bias], cols).astype(jnp.float32)).astype(dtype)
+    store(o_ref, y, cols)
+
+
+def _fit(m: int, k: int, n: int, tiles: tuple, what: str) -> tuple:
+    fitted = tiles_for(m, k, n, tiles)
+    if fitted is None:
+        raise ValueError(f"decode_matmul.{what} and N={n} need power-of-two blocks >= {MIN_BLOCK} that divide them")
+    return fitted
+
+
+def _compiler_params(fitted: tuple, interpret: bool):
+    if interpret:
+        return None
+    from jax.experimental.pallas import triton as plgpu
+    return plgpu.CompilerParams(num_warps=fitted[3], num_stages=fitted[4])
 
 
 @functools.partial(jax.jit, static_argnames=("interpret", "tiles"))
 def matmul(a, w, *, bias=None, residual=None, interpret: bool = False, tiles: tuple = TILES):
     """a @ w (+ bias) (+ residual) in a's dtype. a [M,K]; w [K,N]; bias [N]; residual [M,N]."""
     (m, k), n = a.shape, w.shape[1]
-    fitted = tiles_for(m, k, n, tiles)
-    if fitted is None:
-        raise ValueError(f"decode_matmul.matmul: K={k} and N={n} need power-of-two blocks >= {MIN_BLOCK} "
-                         "that divide them")
-    block_m, block_n, block_k, num_warps, num_stages = fitted
+    fitted = _fit(m, k, n, tiles, f"matmul: K={k}")
+    block_m, block_n, block_k = fitted[:3]
     whole_rows = lambda width: pl.BlockSpec((m, width), lambda i, j: (0, 0))  # noqa: E731
     in_specs = [whole_rows(k), pl.BlockSpec((k, block_n), lambda i, j: (0, j))]
     args = [a, w.astype(a.dtype)]
@@ -100,16 +130,12 @@ def matmul(a, w, *, bias=None, residual=None, interpret: bool = False, tiles: tu
     if residual is not None:
         in_specs.append(whole_rows(n))
         args.append(residual)
-    compiler_params = None
-    if not interpret:
-        from jax.experimental.pallas import triton as plgpu
-        compiler_params = plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages)
     return pl.pallas_call(
         functools.partial(_kernel, m=m, k=k, block_m=block_m, block_k=block_k, bias=bias is not None,
                           residual=residual is not None),
         grid=(pl.cdiv(m, block_m), n // block_n), in_specs=in_specs, out_specs=whole_rows(n),
-        out_shape=jax.ShapeDtypeStruct((m, n), a.dtype), compiler_params=compiler_params, interpret=interpret,
-        name="decode_matmul")(*args)
+        out_shape=jax.ShapeDtypeStruct((m, n), a.dtype), compiler_params=_compiler_params(fitted, interpret),
+        interpret=interpret, name="decode_matmul")(*args)
 
 
 def usable(a_dtype, k: int, n: int, *, interpret: bool = False) -> bool:
@@ -143,27 +169,11 @@ def sharded_matmul_split_k(a, w, *, splits: int, interpret: bool = False):
 
 
 def _split_k_kernel(a_ref, w_ref, o_ref, *, m: int, k_split: int, block_m: int, block_k: int):
-    # program (i, j, s): rows block i, columns block j, K range s; o_ref [M, S, N] float32 (whole, rows masked)
-    from jax.experimental.pallas import triton as plgpu
-
-    rows = pl.ds(pl.program_id(0) * block_m, block_m)
-    block_n = w_ref.shape[1]
-    cols = pl.ds(pl.multiple_of(pl.program_id(1) * block_n, block_n), block_n)
+    # program (i, j, s): rows block i, columns block j, K range s; o_ref [M, S, N] float32 (whole)
+    load, store = _row_block(m, block_m)
     part = pl.program_id(2)
-    row_mask = None
-    if m % block_m:
-        row_mask = ((pl.program_id(0) * block_m + jnp.arange(block_m)) < m)[:, None]
-
-    def step(i, acc):
-        ks = pl.ds(pl.multiple_of(part * k_split + i * block_k, block_k), block_k)
-        a = a_ref[rows, ks] if row_mask is None else plgpu.load(a_ref.at[rows, ks], mask=row_mask, other=0.0)
-        return acc + jnp.dot(a, w_ref[ks, :], preferred_element_type=jnp.float32)
-
-    acc = jax.lax.fori_loop(0, k_split // block_k, step, jnp.zeros((block_m, block_n), jnp.float32))
-    if row_mask is None:
-        o_ref[rows, part, cols] = acc
-    else:
-        plgpu.store(o_ref.at[rows, part, cols], acc, mask=row_mask)
+    acc = _accumulate(load, a_ref, w_ref, k_split, block_m, block_k, k_first=part * k_split)
+    store(o_ref, acc, part, _columns(w_ref.shape[1]))
 
 
 @functools.partial(jax.jit, static_argnames=("splits", "interpret", "tiles"))
@@ -172,19 +182,13 @@ def matmul_split_k(a, w, *, splits: int, interpret: bool = False, tiles: tuple =
     axis 1 is a @ w): more programs than the output tiles alone for long K and short M (the MLP down projection;
     the caller sums the partials in the fusion that adds the residual)."""
     (m, k), n = a.shape, w.shape[1]
-    fitted = tiles_for(m, k // splits, n, tiles) if k % splits == 0 else None
-    if fitted is None:
-        raise ValueError(f"decode_matmul.matmul_split_k: K={k} / {splits} splits and N={n} need power-of-two "
-                         f"blocks >= {MIN_BLOCK} that divide them")
-    block_m, block_n, block_k, num_warps, num_stages = fitted
-    compiler_params = None
-    if not interpret:
-        from jax.experimental.pallas import triton as plgpu
-        compiler_params = plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages)
+    fitted = _fit(m, k // splits if k % splits == 0 else 1, n, tiles, f"matmul_split_k: K={k} / {splits} splits")
+    block_m, block_n, block_k = fitted[:3]
     return pl.pallas_call(
         functools.partial(_split_k_kernel, m=m, k_split=k // splits, block_m=block_m, block_k=block_k),
         grid=(pl.cdiv(m, block_m), n // block_n, splits),
         in_specs=[pl.BlockSpec((m, k), lambda i, j, s: (0, 0)), pl.BlockSpec((k, block_n), lambda i, j, s: (0, j))],
         out_specs=pl.BlockSpec((m, splits, n), lambda i, j, s: (0, 0, 0)),
-        out_shape=jax.ShapeDtypeStruct((m, splits, n), jnp.float32), compiler_params=compiler_params,
-        interpret=interpret, name="decode_matmul_split_k")(a, w.astype(a.dtype))
+        out_shape=jax.ShapeDtypeStruct((m, splits, n), jnp.float32),
+        compiler_params=_compiler_params(fitted, interpret), interpret=interpret,
+        name="decode_matmul_split_k")(a, w.astype(a.dtype))
