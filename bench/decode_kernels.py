@@ -494,6 +494,37 @@ def build_projection_variants(b: int, d: int, h: int, kv: int, hd: int, f: int, 
 
     variants["proj/layer/xla"] = layer(False), x, weights
     variants["proj/layer/pallas_qkv_o"] = layer(True), x, weights
+
+    from shared.model import decode_norm as dn
+
+    def kernel_layer(norm1: str, norm2: str, rows: int = dn.ROWS, num_warps: int = dn.NUM_WARPS):
+        """The sampler's attention-less layer with every projection kernel, the down projection's split-K
+        partials carried into the next layer; norm1 ("xla" | "pallas"): the partials' sum + residual add and the
+        next RMSNorm as XLA ops or one add_rmsnorm kernel; norm2 the same for the MLP's norm alone."""
+        def run(carry, ws):
+            x, parts = carry
+            for w in ws:
+                if norm1 == "pallas":
+                    x, normed = dn.add_rmsnorm(x, w["norm1"], partials=parts, rows=rows, num_warps=num_warps)
+                else:
+                    x = x + parts.sum(1).astype(x.dtype)
+                    normed = norm(x, w["norm1"])
+                a = dm.matmul(normed, w["qkv"], bias=w["bias"])[:, :h * hd]
+                x = jax.lax.optimization_barrier(dm.matmul(a, w["o"], residual=x))
+                normed = (dn.add_rmsnorm(x, w["norm2"], rows=rows, num_warps=num_warps) if norm2 == "pallas"
+                          else norm(x, w["norm2"]))
+                gu = jnp.einsum("md,dcf->mcf", normed, w["gate_up"])
+                hid = jax.nn.silu(gu[:, 0]) * gu[:, 1]
+                parts = dm.matmul_split_k(hid, w["down"], splits=dm.DOWN_SPLITS, tiles=dm.DOWN_TILES)
+            return x, parts
+        return run
+
+    carry = (x, jnp.zeros((b, dm.DOWN_SPLITS, d), jnp.float32))
+    variants["proj/norms/xla"] = kernel_layer("xla", "xla"), carry, weights
+    variants["proj/norms/pallas_add_norm"] = kernel_layer("pallas", "xla"), carry, weights
+    for rows, warps in [(1, 1), (1, 2), (1, 4), (2, 2), (2, 4), (4, 4), (8, 8)]:
+        variants[f"proj/norms/pallas_both_r{rows}_w{warps}"] = kernel_layer("pallas", "pallas", rows, warps), \
+            carry, weights
     variants["proj/feed_only"] = over_layers(lambda x, w: x), x, weights
     return variants
 

@@ -103,7 +103,10 @@ def bf16_kernel_model():
 
 def test_sampler_with_projection_kernels_equals_xla_projections(monkeypatch):
     """The same sampler (fused attention kernel, python layer loop, bf16) with and without the GEMM kernels:
-    they reproduce XLA's rounding, so tokens are equal and log-probs nearly so."""
+    they reproduce XLA's rounding, so tokens are equal and log-probs nearly so. (The norm kernel, whose float32
+    reductions run in another order than XLA's, is off in both: tests/test_decode_norm.py covers it.)"""
+    from shared.model import decode_norm
+    monkeypatch.setattr(decode_norm, "usable", lambda *a, **k: False)
     cfg, graphdef, params = bf16_kernel_model()
     calls = []
     for name in ("sharded_matmul", "sharded_matmul_split_k"):

@@ -14,7 +14,7 @@ import jax
 from flax import nnx
 
 from shared import sharding as sh
-from shared.model.layers import MLP, Attention, make_norm
+from shared.model.layers import MLP, Attention, PendingResidual, add_norm, make_norm
 from shared.registry import BLOCKS
 
 RESIDUAL = (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_EMBED)
@@ -43,15 +43,19 @@ class PreNormBlock(Block):
         self.mlp = MLP(cfg, rngs=rngs)
 
     def __call__(self, x, ctx, cache=None):
-        h, cache = self.attn(self.attn_norm(x), ctx, cache, residual=x)   # x + Attn(Norm(x))
+        step = cache is not None and (x.x if isinstance(x, PendingResidual) else x).shape[1] == 1
+        decode_kernels = ctx.decode_attention if step else None
+        x, normed = add_norm(self.attn_norm, x, decode_kernels)   # x may be the previous layer's PendingResidual
+        h, cache = self.attn(normed, ctx, cache, residual=x)   # x + Attn(Norm(x))
         h = sh.constrain(h, RESIDUAL)
-        if cache is not None and x.shape[1] == 1:
+        if step:
             # decode step: h is materialised once instead of XLA fusing the add (and the o projection's
             # split-K reduction) into each consumer, the MLP norm and the next residual add. Measured on an
             # H200: a 0.5B batch-256 decode step 1.7% faster (bench/results/decode_steps/10_residual_barrier)
             h = jax.lax.optimization_barrier(h)
-        decode_kernels = ctx.decode_attention if cache is not None and x.shape[1] == 1 else None
-        return sh.constrain(h + self.mlp(self.mlp_norm(h), decode_kernels), RESIDUAL), cache
+        h, normed = add_norm(self.mlp_norm, h, decode_kernels)
+        out = self.mlp(normed, decode_kernels, residual=h, defer=ctx.defer_residual)
+        return (out if isinstance(out, PendingResidual) else sh.constrain(out, RESIDUAL)), cache
 
 
 @BLOCKS.register("postnorm")

@@ -49,7 +49,7 @@ def supported(m: int, k: int, n: int) -> bool:
     return tiles_for(m, k, n) is not None
 
 
-def _row_block(m: int, block_m: int):
+def row_block(m: int, block_m: int):
     """(load, store) of this program's block of rows of a whole [M, ...] ref: load(ref, *index) and
     store(ref, value, *index) index the dims after the rows; rows past M are masked (only when block_m does not
     divide M)."""
@@ -91,7 +91,7 @@ def _columns(block_n: int):
 def _kernel(a_ref, w_ref, *rest, m: int, k: int, block_m: int, block_k: int, bias: bool, residual: bool):
     # a_ref / residual / o_ref: the whole [M, *] arrays; w_ref [K, block_n]; bias [block_n]
     o_ref, dtype = rest[-1], rest[-1].dtype
-    load, store = _row_block(m, block_m)
+    load, store = row_block(m, block_m)
     cols = _columns(w_ref.shape[1])
     y = _accumulate(load, a_ref, w_ref, k, block_m, block_k).astype(dtype)
     if bias:
@@ -170,7 +170,7 @@ def sharded_matmul_split_k(a, w, *, splits: int, interpret: bool = False):
 
 def _split_k_kernel(a_ref, w_ref, o_ref, *, m: int, k_split: int, block_m: int, block_k: int):
     # program (i, j, s): rows block i, columns block j, K range s; o_ref [M, S, N] float32 (whole)
-    load, store = _row_block(m, block_m)
+    load, store = row_block(m, block_m)
     part = pl.program_id(2)
     acc = _accumulate(load, a_ref, w_ref, k_split, block_m, block_k, k_first=part * k_split)
     store(o_ref, acc, part, _columns(w_ref.shape[1]))

@@ -6,6 +6,7 @@ logical axes (`axes=` metadata) so `shared.sharding` can place it; activations a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -14,7 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from shared import sharding as sh
-from shared.model import decode_attention, decode_matmul
+from shared.model import decode_attention, decode_matmul, decode_norm
 from shared.registry import NORMS
 
 
@@ -112,6 +113,40 @@ def apply_rope(x, positions, inv_freq):
     return (x32 * cos + rotated * sin).astype(x.dtype)
 
 
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["x", "partials"], meta_fields=[])
+@dataclasses.dataclass
+class PendingResidual:
+    """A decode step's residual stream with its last add not yet done: x + partials.sum(1), rounded to x's dtype.
+    A layer returns it (MLP(..., defer=True)) so that the next layer's `add_norm` runs the add and its RMSNorm
+    as one kernel (shared.model.decode_norm) instead of two XLA kernels."""
+    x: jax.Array          # [B,1,D] the residual stream before the MLP output
+    partials: jax.Array   # [B,S,D] float32: the MLP down projection's split-K partial products
+
+    def resolve(self):
+        return self.x + self.partials.sum(1).astype(self.x.dtype)[:, None]
+
+
+def add_norm(norm, x, decode_kernels: str | None = None):
+    """(x, norm(x)) for a residual stream x [B,T,D] or a PendingResidual (then x is resolved first). On decode
+    steps with the Pallas kernels ("pallas" / "pallas_interpret") an RMSNorm runs as shared.model.decode_norm's
+    kernel, the pending add included."""
+    interpret = decode_kernels == "pallas_interpret"
+    kernel = (decode_kernels in ("pallas", "pallas_interpret") and isinstance(norm, RMSNorm)
+              and decode_norm.usable(x.x.dtype if isinstance(x, PendingResidual) else x.dtype,
+                                     norm.scale.shape[0], interpret=interpret))
+    if isinstance(x, PendingResidual):
+        if not kernel:
+            x = x.resolve()
+            return x, norm(x)
+        new_x, normed = decode_norm.sharded_add_rmsnorm(x.x[:, 0], norm.scale[...], partials=x.partials,
+                                                        eps=norm.eps, interpret=interpret)
+        return new_x[:, None], normed[:, None]
+    if kernel and x.shape[1] == 1 and decode_norm.NORM_ALONE:
+        return x, decode_norm.sharded_add_rmsnorm(x[:, 0], norm.scale[...], eps=norm.eps,
+                                                  interpret=interpret)[:, None]
+    return x, norm(x)
+
+
 # ---------------------------------------------------------------- attention
 
 
@@ -127,6 +162,9 @@ class AttentionContext:
     # "pallas_interpret" (shared.model.decode_attention: one kernel that visits only slots kv_start..index).
     decode_attention: str = "xla"
     kv_start: jax.Array | None = None     # [B] first visible cache slot (the kernel's form of kv_valid)
+    # A layer may hand the next one a PendingResidual (its MLP's residual add left to the next layer's norm
+    # kernel): set by the decoder's per-layer Python loop on decode steps, where the next layer follows directly.
+    defer_residual: bool = False
 
 
 def _mask(ctx: AttentionContext, cfg, q_len: int, k_len: int):
@@ -357,10 +395,11 @@ class MLP(nnx.Module):
         self.up = param(rngs, (d, f), (sh.EMBED, sh.MLP), std=std, dtype=pd)
         self.down = param(rngs, (f, d), (sh.MLP, sh.EMBED), std=std / math.sqrt(2 * cfg.n_layers), dtype=pd)
 
-    def __call__(self, x, decode_kernels: str | None = None):
-        """decode_kernels: "pallas" / "pallas_interpret" on a decode step (x [B,1,D]): the down projection runs
-        as shared.model.decode_matmul's split-K kernel (its float32 partials summed where the caller's residual
-        add fuses them)."""
+    def __call__(self, x, decode_kernels: str | None = None, residual=None, defer: bool = False):
+        """MLP(x), or residual + MLP(x) when `residual` is given. decode_kernels: "pallas" / "pallas_interpret" on
+        a decode step (x [B,1,D]): the down projection runs as shared.model.decode_matmul's split-K kernel, its
+        float32 partials summed where the residual add fuses them, or, with `defer`, returned unsummed as a
+        PendingResidual(residual, partials) for the next layer's norm kernel to add."""
         dt = x.dtype
         if self.kind == "swiglu" and self.gate.ndim == 3:
             # packed [D,2,F] gate+up weights (pack_mlp_weights, decode): one GEMM instead of two
@@ -377,8 +416,12 @@ class MLP(nnx.Module):
         if (decode_kernels in ("pallas", "pallas_interpret") and x.shape[1] == 1 and down.shape[0] % splits == 0
                 and decode_matmul.usable(dt, down.shape[0] // splits, down.shape[1], interpret=interpret)):
             parts = decode_matmul.sharded_matmul_split_k(hidden[:, 0], down, splits=splits, interpret=interpret)
-            return parts.sum(1).astype(dt)[:, None]
-        return jnp.einsum("btf,fd->btd", hidden, down)
+            if defer and residual is not None:
+                return PendingResidual(residual, parts)
+            y = parts.sum(1).astype(dt)[:, None]
+        else:
+            y = jnp.einsum("btf,fd->btd", hidden, down)
+        return y if residual is None else residual + y
 
 
 def _states_of(module, state, cls):

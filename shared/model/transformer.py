@@ -5,6 +5,7 @@ bidirectional attention; KV-cache prefill/decode that matches the full forward.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -14,8 +15,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from shared import sharding as sh
-from shared.model.blocks import RESIDUAL
-from shared.model.layers import AttentionContext, make_norm, param
+from shared.model.blocks import RESIDUAL, Block
+from shared.model.layers import AttentionContext, PendingResidual, add_norm, make_norm, param
 from shared.registry import BLOCKS, HEADS
 
 REMAT_POLICIES = {
@@ -107,9 +108,12 @@ class Decoder(nnx.Module):
             if len(cache) != cfg.n_layers:
                 raise ValueError(f"per-layer cache has {len(cache)} layers, the model {cfg.n_layers}")
             layer_params = layer_params or unstack_layer_params(layer_state, cfg.n_layers)
+            # each layer follows the previous one directly: a block may leave its last residual add pending
+            # for the next layer's norm kernel (layers.PendingResidual), resolved here after the last layer
+            layer_ctx = dataclasses.replace(ctx, defer_residual=not keep_layers and t == 1)
             new_cache, outs = [], []
             for i in range(cfg.n_layers):
-                h, layer_cache = nnx.merge(graphdef, layer_params[i])(h, ctx, {**cache[i], "layer": 0})
+                h, layer_cache = nnx.merge(graphdef, layer_params[i])(h, layer_ctx, {**cache[i], "layer": 0})
                 new_cache.append({"k": layer_cache["k"], "v": layer_cache["v"]})
                 outs.append(block_cls.exit(h, cfg) if keep_layers else None)
             per_layer = jnp.stack(outs) if keep_layers else None
@@ -117,9 +121,14 @@ class Decoder(nnx.Module):
             layers = jnp.arange(cfg.n_layers, dtype=jnp.int32)
             (h, new_cache), per_layer = jax.lax.scan(body, (h, cache), (layer_state, layers))
 
-        out = self.block_cls.exit(h, cfg)
-        if self.block_cls.final_norm:
-            out = self.final_norm(out)
+        if isinstance(h, PendingResidual) and self.block_cls.final_norm and self.block_cls.exit is Block.exit:
+            _, out = add_norm(self.final_norm, h, decode_attention)   # the pending add and the final norm: one kernel
+        else:
+            if isinstance(h, PendingResidual):
+                h = h.resolve()
+            out = self.block_cls.exit(h, cfg)
+            if self.block_cls.final_norm:
+                out = self.final_norm(out)
         result = {}
         for i, (name, head) in enumerate(self.heads.items()):
             result["logits" if name == "lm" else name] = head(out, self)
