@@ -342,3 +342,15 @@ def test_gpu_compiler_options_parse_as_xla_options():
     np.testing.assert_array_equal(f(jnp.ones(2)), [8.0, 8.0])
     with pytest.raises(Exception, match="enum"):
         jax.jit(lambda x: x, compiler_options={"xla_gpu_enable_command_buffer": "WHILE,LOOPS"})(jnp.ones(2))
+
+
+def test_fetch_whole_tree_returns_every_leaf_as_numpy():
+    """The sampler fetches its outputs in one round trip: sharded, replicated and scalar leaves come back whole."""
+    mesh = jax.sharding.Mesh(np.array(jax.devices()).reshape(2, 2, 2), sh.MESH_AXES)
+    rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(("data", "fsdp")))
+    tokens = np.arange(32, dtype=np.int32).reshape(8, 4)
+    tree = {"tokens": jax.device_put(tokens, rows), "steps": jnp.int32(7), "logprobs": jnp.ones((8, 4))}
+    out = sh.fetch_whole_tree(tree)
+    assert all(isinstance(v, np.ndarray) for v in out.values())
+    np.testing.assert_array_equal(out["tokens"], tokens)
+    assert int(out["steps"]) == 7 and out["logprobs"].shape == (8, 4)

@@ -378,7 +378,7 @@ class Sampler:
             out = self._decode_jit(params, prompt_dev, lengths_dev, rng, max_new_tokens=t,
                                    temperature=float(sampling.temperature), top_k=int(sampling.top_k),
                                    top_p=float(sampling.top_p))
-        out = {k: sh.fetch_whole(v) for k, v in out.items()}
+        out = sh.fetch_whole_tree(out)
         self.last_decode_steps = int(out["steps"])
         tokens = out["tokens"][:n_rows].copy()
         logprobs = out["logprobs"][:n_rows].copy()
