@@ -264,7 +264,7 @@ def run_ours(spec: dict) -> dict:
             if prefill_attention == "auto":
                 prefill_attention = "cudnn" if jax.default_backend() == "gpu" else "xla"
             sampler = Sampler(graphdef, cfg, eos_id=-1, pad_id=0, attention=prefill_attention,
-                              layer_loop=spec.get("layer_loop") or "scan",
+                              layer_loop=spec.get("layer_loop") or "python",
                               decode_attention=spec.get("decode_attention") or "auto")
             rollout = None
             # the sampler's own prompt pass up to its first sampled token (timed alone: prefill_s)
@@ -686,9 +686,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="ours: dtypes of the params given to the sampler; the first is the headline")
     p.add_argument("--peers", default="hf", help=f"comma list of: {', '.join(PEERS)} ('' = none)")
     p.add_argument("--skip_decode", action="store_true", help="only the GRPO breakdown (with --grpo)")
-    p.add_argument("--layer_loop", default="scan", choices=("scan", "python"),
-                   help="ours: Sampler(layer_loop=): scanned layers over a stacked cache, or a Python loop over "
-                        "per-layer caches")
+    p.add_argument("--layer_loop", default="python", choices=("scan", "python"),
+                   help="ours: Sampler(layer_loop=): a Python loop over per-layer caches (what the RL learner uses; "
+                        "the fused decode kernels need it), or scanned layers over a stacked cache")
     p.add_argument("--decode_attention", default="auto", choices=("auto", "xla", "pallas"),
                    help="ours: Sampler(decode_attention=): auto = the Pallas kernel on GPU")
     p.add_argument("--prefill_attention", default="auto", choices=("auto", "xla", "cudnn"),

@@ -14,8 +14,9 @@ and rounded to x's dtype, added to x in float32 and rounded again; the norm in f
 rounded once at the end.
 
 Shapes: x [M, D]; partials [M, S, D] float32; delta [M, D]; scale [D]. Any M (rows past M are masked); D a
-multiple of 16 (it is processed in power-of-two column chunks). `interpret=True` runs the kernel through the
-Pallas interpreter (CPU tests).
+multiple of 16 (it is processed in power-of-two column chunks). A program holds its row (D x (1 + S) values) in
+registers: measured at D = 896 and 768 (bench/RESULTS.md, seventh round); far wider models may spill. `interpret=True`
+runs the kernel through the Pallas interpreter (CPU tests).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from jax.experimental import pallas as pl
 from shared.model.decode_matmul import row_block
 
 ROWS, NUM_WARPS = 1, 4   # rows per program, Triton warps: chosen by bench/decode_kernels.py's proj/norms sweep (H200)
-MAX_CHUNK = 256          # widest column chunk (registers per program stay bounded for wide models)
+MAX_CHUNK = 256          # widest column chunk per load
 NORM_ALONE = True        # the model's decode path also runs an RMSNorm with no pending add (the MLP's) as the kernel
 
 
