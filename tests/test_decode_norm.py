@@ -20,12 +20,11 @@ EPS = 1e-6
 def operands(rng, m, d, dtype, splits=4):
     x = jnp.asarray(rng.normal(size=(m, d)) * 2.0, dtype)
     partials = jnp.asarray(rng.normal(size=(m, splits, d)), jnp.float32)
-    delta = jnp.asarray(rng.normal(size=(m, d)), dtype)
     scale = jnp.asarray(1.0 + 0.1 * rng.normal(size=d), jnp.float32)
-    return x, partials, delta, scale
+    return x, partials, scale
 
 
-def numpy_add_rmsnorm(x, scale, partials=None, delta=None):
+def numpy_add_rmsnorm(x, scale, partials=None):
     """float64 with the rounding points of the XLA ops replaced: the partials' sum rounded to x's dtype, the add
     rounded, the normalised row rounded once."""
     dtype = x.dtype
@@ -33,8 +32,6 @@ def numpy_add_rmsnorm(x, scale, partials=None, delta=None):
     x = np.asarray(x, np.float64)
     if partials is not None:
         x = rnd(x + rnd(np.asarray(partials, np.float64).sum(1)))
-    elif delta is not None:
-        x = rnd(x + np.asarray(delta, np.float64))
     normed = rnd(x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS) * np.asarray(scale, np.float64))
     return x, normed
 
@@ -55,21 +52,17 @@ def assert_close(out, ref, dtype):
 def test_add_rmsnorm_equals_numpy(m, d, rows, dtype):
     """96: three 32-wide column chunks; M = 5 and 9 with 4 / 2 rows per program: a partial last row block
     (masked); 512: two 256-wide chunks."""
-    x, partials, delta, scale = operands(np.random.default_rng(m + d), m, d, dtype)
-    for kw in ({"partials": partials}, {"delta": delta}):
-        new_x, normed = decode_norm.add_rmsnorm(x, scale, rows=rows, interpret=True, **kw)
-        assert new_x.dtype == normed.dtype == dtype
-        ref_x, ref_normed = numpy_add_rmsnorm(x, scale, **kw)
-        assert_close(new_x, ref_x, dtype)
-        assert_close(normed, ref_normed, dtype)
+    x, partials, scale = operands(np.random.default_rng(m + d), m, d, dtype)
+    new_x, normed = decode_norm.add_rmsnorm(x, scale, partials=partials, rows=rows, interpret=True)
+    assert new_x.dtype == normed.dtype == dtype
+    ref_x, ref_normed = numpy_add_rmsnorm(x, scale, partials)
+    assert_close(new_x, ref_x, dtype)
+    assert_close(normed, ref_normed, dtype)
     alone = decode_norm.add_rmsnorm(x, scale, rows=rows, interpret=True)
     assert_close(alone, numpy_add_rmsnorm(x, scale)[1], dtype)
 
 
 def test_add_rmsnorm_refusals():
-    x, partials, delta, scale = operands(np.random.default_rng(0), 4, 64, bf16)
-    with pytest.raises(ValueError, match="partials or delta"):
-        decode_norm.add_rmsnorm(x, scale, partials=partials, delta=delta, interpret=True)
     assert decode_norm.column_chunk(896) == 128 and decode_norm.column_chunk(4096) == decode_norm.MAX_CHUNK
     assert not decode_norm.supported(24) and not decode_norm.usable(bf16, 24, interpret=True)
     with pytest.raises(ValueError, match="model width 24"):
@@ -78,15 +71,15 @@ def test_add_rmsnorm_refusals():
 
 
 def test_add_rmsnorm_lowers_to_triton_for_cuda():
-    x, partials, delta, scale = operands(np.random.default_rng(1), 256, 896, bf16)
-    for kw in ({"partials": partials}, {"delta": delta}, {}):
+    x, partials, scale = operands(np.random.default_rng(1), 256, 896, bf16)
+    for kw in ({"partials": partials}, {}):
         text = jax.jit(lambda x, s, kw=kw: decode_norm.add_rmsnorm(x, s, **kw)).trace(x, scale).lower(
             lowering_platforms=("cuda",)).as_text()
         assert "__gpu$xla.gpu.triton" in text
 
 
 def test_sharded_add_rmsnorm_on_8_devices_equals_single_device():
-    x, partials, _, scale = operands(np.random.default_rng(2), 16, 64, bf16)
+    x, partials, scale = operands(np.random.default_rng(2), 16, 64, bf16)
     mesh = jax.sharding.Mesh(np.array(jax.devices()).reshape(2, 2, 2), sh.MESH_AXES)
     rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(("data", "fsdp")))
     call = lambda x, s, p: decode_norm.sharded_add_rmsnorm(x, s, partials=p, interpret=True)  # noqa: E731
@@ -128,8 +121,8 @@ def test_compiled_add_rmsnorm_equals_numpy_on_gpu():
     """Compiled by Triton at the Qwen2.5-0.5B decode width (batch 256) and a small batch."""
     rng = np.random.default_rng(3)
     for m in (256, 5):
-        x, partials, delta, scale = operands(rng, m, 896, bf16)
-        for kw in ({"partials": partials}, {"delta": delta}):
-            for out, ref in zip(decode_norm.add_rmsnorm(x, scale, **kw), numpy_add_rmsnorm(x, scale, **kw)):
-                assert_close(out, ref, bf16)
+        x, partials, scale = operands(rng, m, 896, bf16)
+        for out, ref in zip(decode_norm.add_rmsnorm(x, scale, partials=partials),
+                            numpy_add_rmsnorm(x, scale, partials)):
+            assert_close(out, ref, bf16)
         assert_close(decode_norm.add_rmsnorm(x, scale), numpy_add_rmsnorm(x, scale)[1], bf16)

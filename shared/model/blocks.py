@@ -43,7 +43,7 @@ class PreNormBlock(Block):
         self.mlp = MLP(cfg, rngs=rngs)
 
     def __call__(self, x, ctx, cache=None):
-        step = cache is not None and (x.x if isinstance(x, PendingResidual) else x).shape[1] == 1
+        step = cache is not None and (isinstance(x, PendingResidual) or x.shape[1] == 1)   # pending: decode only
         decode_kernels = ctx.decode_attention if step else None
         x, normed = add_norm(self.attn_norm, x, decode_kernels)   # x may be the previous layer's PendingResidual
         h, cache = self.attn(normed, ctx, cache, residual=x)   # x + Attn(Norm(x))

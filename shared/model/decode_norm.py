@@ -6,14 +6,13 @@ of it fixed cost, not bytes. Here one kernel reads the residual and the partials
 stream and its normalised copy, and keeps the row in registers in between.
 
   add_rmsnorm(x, scale, partials=p)  ->  (x + sum_s p[:, s], RMSNorm(x + sum_s p[:, s]))
-  add_rmsnorm(x, scale, delta=d)     ->  (x + d, RMSNorm(x + d))
-  add_rmsnorm(x, scale)              ->  RMSNorm(x)
+  add_rmsnorm(x, scale)              ->  RMSNorm(x)        (the MLP's norm, its residual add already done)
 
 The numerics are those of the XLA ops replaced (shared.model.layers.MLP / RMSNorm): the float32 partials summed
 and rounded to x's dtype, added to x in float32 and rounded again; the norm in float32 from the rounded sum,
 rounded once at the end.
 
-Shapes: x [M, D]; partials [M, S, D] float32; delta [M, D]; scale [D]. Any M (rows past M are masked); D a
+Shapes: x [M, D]; partials [M, S, D] float32; scale [D]. Any M (rows past M are masked); D a
 multiple of 16 (it is processed in power-of-two column chunks). A program holds its row (D x (1 + S) values) in
 registers: measured at D = 896 and 768 (bench/RESULTS.md, seventh round); far wider models may spill. `interpret=True`
 runs the kernel through the Pallas interpreter (CPU tests).
@@ -30,7 +29,6 @@ from shared.model.decode_matmul import row_block
 
 ROWS, NUM_WARPS = 1, 4   # rows per program, Triton warps: chosen by bench/decode_kernels.py's proj/norms sweep (H200)
 MAX_CHUNK = 256          # widest column chunk per load
-NORM_ALONE = True        # the model's decode path also runs an RMSNorm with no pending add (the MLP's) as the kernel
 
 
 def column_chunk(d: int) -> int | None:
@@ -45,71 +43,55 @@ def supported(d: int) -> bool:
     return column_chunk(d) is not None
 
 
-def _kernel(*refs, m: int, d: int, rows: int, chunk: int, eps: float, splits: int, has_delta: bool):
-    # refs: x, (partials | delta)?, scale, (x_out)?, normed_out; the whole arrays, this program's rows sliced.
-    # Every load is issued before the first store (a store may alias a later load as far as Triton knows, so
-    # interleaving them would serialise the row's loads); the row stays in registers in between.
-    x_ref, rest = refs[0], refs[1:]
-    add = splits > 0 or has_delta
-    d_ref = rest[0] if add else None
-    scale_ref = rest[1] if add else rest[0]
-    out_refs = rest[2:] if add else rest[1:]
+def _kernel(*refs, m: int, d: int, rows: int, chunk: int, eps: float, splits: int):
+    # refs: x, partials (splits > 0), scale, x_out (splits > 0), normed_out; the whole arrays, this program's rows
+    # sliced. Every load is issued before the first store (a store may alias a later load as far as Triton knows,
+    # so interleaving them would serialise the row's loads); the row stays in registers in between.
+    if splits:
+        x_ref, parts_ref, scale_ref, x_out_ref, normed_ref = refs
+    else:
+        x_ref, scale_ref, normed_ref = refs
     load, store = row_block(m, rows)
     dtype = x_ref.dtype
     columns = [pl.ds(c * chunk, chunk) for c in range(d // chunk)]   # unrolled over the row's chunks
     xs = [load(x_ref, cols) for cols in columns]
-    if splits:
-        added = [[load(d_ref, jnp.int32(s), cols) for s in range(splits)] for cols in columns]
-    elif has_delta:
-        added = [[load(d_ref, cols)] for cols in columns]
+    parts = [[load(parts_ref, jnp.int32(s), cols) for s in range(splits)] for cols in columns] if splits else []
     scales = [scale_ref[cols].astype(jnp.float32)[None, :] for cols in columns]
-    if add:
-        sums = []
-        for c, x in enumerate(xs):
-            part = added[c][0]
-            for extra in added[c][1:]:
-                part = part + extra
-            sums.append((x.astype(jnp.float32) + part.astype(dtype).astype(jnp.float32)).astype(dtype))
-        xs = sums
+    if splits:
+        xs = [(x.astype(jnp.float32) + sum(p[1:], p[0]).astype(dtype).astype(jnp.float32)).astype(dtype)
+              for x, p in zip(xs, parts)]
     values = [x.astype(jnp.float32) for x in xs]
-    squares = values[0] * values[0]
-    for x in values[1:]:
-        squares = squares + x * x
+    squares = sum((x * x for x in values[1:]), values[0] * values[0])
     inv = jax.lax.rsqrt(jnp.sum(squares, axis=1) / d + eps)[:, None]
-    if add:
+    if splits:
         for cols, x in zip(columns, xs):
-            store(out_refs[0], x, cols)
+            store(x_out_ref, x, cols)
     for cols, x, scale in zip(columns, values, scales):
-        store(out_refs[-1], (x * inv * scale).astype(dtype), cols)
+        store(normed_ref, (x * inv * scale).astype(dtype), cols)
 
 
 @functools.partial(jax.jit, static_argnames=("eps", "rows", "num_warps", "interpret"))
-def add_rmsnorm(x, scale, *, partials=None, delta=None, eps: float = 1e-6, rows: int = ROWS,
-                num_warps: int = NUM_WARPS, interpret: bool = False):
-    """(x + delta, RMSNorm(x + delta) * scale) with delta = partials.sum(1) rounded to x's dtype, or the given
-    delta; with neither, RMSNorm(x) * scale alone. x [M,D]; partials [M,S,D]; delta [M,D]; scale [D]."""
-    if partials is not None and delta is not None:
-        raise ValueError("add_rmsnorm: give partials or delta, not both")
+def add_rmsnorm(x, scale, *, partials=None, eps: float = 1e-6, rows: int = ROWS, num_warps: int = NUM_WARPS,
+                interpret: bool = False):
+    """(x + delta, RMSNorm(x + delta) * scale) with delta = partials.sum(1) rounded to x's dtype; without
+    partials, RMSNorm(x) * scale alone. x [M,D]; partials [M,S,D] float32; scale [D]."""
     m, d = x.shape
     chunk = column_chunk(d)
     if chunk is None:
         raise ValueError(f"add_rmsnorm: model width {d} has no power-of-two column chunk >= 16 dividing it")
     splits = 0 if partials is None else partials.shape[1]
-    added = partials if partials is not None else delta
-    whole = lambda a: pl.BlockSpec(a.shape, lambda i: (0,) * a.ndim)  # noqa: E731
-    inputs = [x] + ([added] if added is not None else []) + [scale]
-    out_shape = [jax.ShapeDtypeStruct((m, d), x.dtype)] * (2 if added is not None else 1)
+    inputs = [x, partials, scale] if splits else [x, scale]
+    out_shape = [jax.ShapeDtypeStruct((m, d), x.dtype)] * (2 if splits else 1)
     compiler_params = None
     if not interpret:
         from jax.experimental.pallas import triton as plgpu
         compiler_params = plgpu.CompilerParams(num_warps=num_warps, num_stages=1)
     out = pl.pallas_call(
-        functools.partial(_kernel, m=m, d=d, rows=rows, chunk=chunk, eps=eps, splits=splits,
-                          has_delta=delta is not None),
-        grid=(pl.cdiv(m, rows),), in_specs=[whole(a) for a in inputs],
+        functools.partial(_kernel, m=m, d=d, rows=rows, chunk=chunk, eps=eps, splits=splits),
+        grid=(pl.cdiv(m, rows),), in_specs=[pl.BlockSpec(a.shape, lambda i, n=a.ndim: (0,) * n) for a in inputs],
         out_specs=[pl.BlockSpec((m, d), lambda i: (0, 0))] * len(out_shape), out_shape=out_shape,
         compiler_params=compiler_params, interpret=interpret, name="decode_add_rmsnorm")(*inputs)
-    return tuple(out) if added is not None else out[0]
+    return tuple(out) if splits else out[0]
 
 
 def usable(dtype, d: int, *, interpret: bool = False) -> bool:
@@ -118,15 +100,11 @@ def usable(dtype, d: int, *, interpret: bool = False) -> bool:
     return supported(d) and (interpret or jnp.dtype(dtype).itemsize == 2)
 
 
-def sharded_add_rmsnorm(x, scale, *, partials=None, delta=None, eps: float = 1e-6, interpret: bool = False):
+def sharded_add_rmsnorm(x, scale, *, partials=None, eps: float = 1e-6, interpret: bool = False):
     """add_rmsnorm under the active `shared.sharding.use_mesh`: rows split like the batch, the scale whole."""
     from shared import sharding as sh
 
-    added = partials if partials is not None else delta
-    arrays = [x, scale] + ([added] if added is not None else [])
+    def call(x, scale, *partials):
+        return add_rmsnorm(x, scale, partials=partials[0] if partials else None, eps=eps, interpret=interpret)
 
-    def call(x, scale, *rest):
-        kw = {} if not rest else {"partials": rest[0]} if partials is not None else {"delta": rest[0]}
-        return add_rmsnorm(x, scale, eps=eps, interpret=interpret, **kw)
-
-    return sh.map_row_shards(call, *arrays, whole=(1,))
+    return sh.map_row_shards(call, x, scale, *([] if partials is None else [partials]), whole=(1,))

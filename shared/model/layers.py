@@ -113,6 +113,12 @@ def apply_rope(x, positions, inv_freq):
     return (x32 * cos + rotated * sin).astype(x.dtype)
 
 
+def kernel_mode(decode_kernels: str | None) -> tuple[bool, bool]:
+    """(use the Pallas decode kernels, interpret them) for a decode path name: "pallas" (compiled, GPU),
+    "pallas_interpret" (the Pallas interpreter, CPU tests), anything else (XLA's ops)."""
+    return decode_kernels in ("pallas", "pallas_interpret"), decode_kernels == "pallas_interpret"
+
+
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["x", "partials"], meta_fields=[])
 @dataclasses.dataclass
 class PendingResidual:
@@ -130,8 +136,8 @@ def add_norm(norm, x, decode_kernels: str | None = None):
     """(x, norm(x)) for a residual stream x [B,T,D] or a PendingResidual (then x is resolved first). On decode
     steps with the Pallas kernels ("pallas" / "pallas_interpret") an RMSNorm runs as shared.model.decode_norm's
     kernel, the pending add included."""
-    interpret = decode_kernels == "pallas_interpret"
-    kernel = (decode_kernels in ("pallas", "pallas_interpret") and isinstance(norm, RMSNorm)
+    kernels, interpret = kernel_mode(decode_kernels)
+    kernel = (kernels and isinstance(norm, RMSNorm)
               and decode_norm.usable(x.x.dtype if isinstance(x, PendingResidual) else x.dtype,
                                      norm.scale.shape[0], interpret=interpret))
     if isinstance(x, PendingResidual):
@@ -141,7 +147,7 @@ def add_norm(norm, x, decode_kernels: str | None = None):
         new_x, normed = decode_norm.sharded_add_rmsnorm(x.x[:, 0], norm.scale[...], partials=x.partials,
                                                         eps=norm.eps, interpret=interpret)
         return new_x[:, None], normed[:, None]
-    if kernel and x.shape[1] == 1 and decode_norm.NORM_ALONE:
+    if kernel and x.shape[1] == 1:
         return x, decode_norm.sharded_add_rmsnorm(x[:, 0], norm.scale[...], eps=norm.eps,
                                                   interpret=interpret)[:, None]
     return x, norm(x)
@@ -283,7 +289,7 @@ class Attention(nnx.Module):
         the KV-slot write and attention in one kernel): a Pallas decode path, a per-layer cache of x's dtype
         and a causal model without a sliding window."""
         cfg = self.cfg
-        return (x.shape[1] == 1 and ctx.decode_attention in ("pallas", "pallas_interpret") and cfg.causal
+        return (x.shape[1] == 1 and kernel_mode(ctx.decode_attention)[0] and cfg.causal
                 and not cfg.sliding_window and cache["k"].shape[0] == 1 and cache["k"].dtype == x.dtype
                 and decode_attention.fused_supported(cache["k"].shape[2], cfg.head_dim))
 
@@ -293,7 +299,7 @@ class Attention(nnx.Module):
         cfg = self.cfg
         b, d = x.shape[0], x.shape[-1]
         heads = cfg.n_heads + 2 * cfg.n_kv_heads
-        interpret = ctx.decode_attention == "pallas_interpret"
+        interpret = kernel_mode(ctx.decode_attention)[1]
         if (self._packed() and not cfg.qk_norm
                 and decode_matmul.usable(x.dtype, d, heads * cfg.head_dim, interpret=interpret)):
             bias = self.q_bias[...].astype(x.dtype).reshape(-1) if cfg.qkv_bias else None
@@ -309,7 +315,7 @@ class Attention(nnx.Module):
         b, heads, head_dim = out.shape
         o = self.o[...].astype(out.dtype)
         d = o.shape[-1]
-        interpret = ctx.decode_attention == "pallas_interpret"
+        interpret = kernel_mode(ctx.decode_attention)[1]
         if residual is not None and decode_matmul.usable(out.dtype, heads * head_dim, d, interpret=interpret):
             y = decode_matmul.sharded_matmul(out.reshape(b, heads * head_dim), o.reshape(heads * head_dim, d),
                                              residual=residual[:, 0].astype(out.dtype), interpret=interpret)
@@ -326,7 +332,7 @@ class Attention(nnx.Module):
         slot = jnp.broadcast_to(jnp.asarray(ctx.cache_index, jnp.int32), (b,))
         out, k_cache, v_cache = decode_attention.sharded_fused_decode_attention(
             qkv, cache["k"][0], cache["v"][0], start, slot, ctx.positions[:, 0], inv_freq, heads=self.cfg.n_heads,
-            interpret=ctx.decode_attention == "pallas_interpret")
+            interpret=kernel_mode(ctx.decode_attention)[1])
         return out, {"k": k_cache[None], "v": v_cache[None], "layer": cache["layer"]}
 
     def _with_cache(self, q, k, v, cache, ctx):
@@ -351,7 +357,7 @@ class Attention(nnx.Module):
             start = ctx.kv_start if ctx.kv_start is not None else jnp.zeros((q.shape[0],), jnp.int32)
             end = jnp.broadcast_to(jnp.asarray(idx, jnp.int32) + 1, start.shape)   # this step's slot included
             out = decode_attention.sharded_decode_attention(q[:, 0], k_all, v_all, start, end,
-                                                            interpret=ctx.decode_attention == "pallas_interpret")
+                                                            interpret=kernel_mode(ctx.decode_attention)[1])
             return out[:, None], new_cache
         if isinstance(idx, int) and cfg.causal:
             # A static write position: slots past this chunk are never visible (causal), so leave them out
@@ -412,8 +418,8 @@ class MLP(nnx.Module):
             hidden = jax.nn.gelu(jnp.einsum("btd,df->btf", x, self.up[...].astype(dt)))
         hidden = sh.constrain(hidden, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_MLP))
         down = self.down[...].astype(dt)
-        splits, interpret = decode_matmul.DOWN_SPLITS, decode_kernels == "pallas_interpret"
-        if (decode_kernels in ("pallas", "pallas_interpret") and x.shape[1] == 1 and down.shape[0] % splits == 0
+        splits, (kernels, interpret) = decode_matmul.DOWN_SPLITS, kernel_mode(decode_kernels)
+        if (kernels and x.shape[1] == 1 and down.shape[0] % splits == 0
                 and decode_matmul.usable(dt, down.shape[0] // splits, down.shape[1], interpret=interpret)):
             parts = decode_matmul.sharded_matmul_split_k(hidden[:, 0], down, splits=splits, interpret=interpret)
             if defer and residual is not None:
