@@ -36,6 +36,9 @@ def model_config() -> ml_collections.ConfigDict:
     m.dtype = "bfloat16"          # compute dtype
     m.param_dtype = "float32"     # master weights
     m.heads = ["lm"]              # HEADS registry; the first head gives the training loss's logits
+    m.head_chunk_tokens = 8192    # losses read the LM head chunk by chunk (shared/model/chunked_head.py): tokens
+                                  # per device per chunk; the [tokens, vocab] logits never exist. 0 = one chunk
+    m.head_chunk_vocab = 0        # vocabulary columns per tile inside a chunk (online logsumexp); 0 = whole vocab
     m.init_std = 0.02
     m.max_seq_len = 2048
     m.block_options = ml_collections.ConfigDict()  # free-form, read by project blocks
@@ -90,6 +93,15 @@ def rl_config() -> ml_collections.ConfigDict:
                                      # longer compile); "scan" = scanned layers over one stacked cache
     c.decode_attention = "auto"      # sampler decode steps: "pallas" kernel over written slots only (GPU), "xla"
                                      # dense masked attention, "auto" = pallas on GPU else xla
+    c.micro_batch_tokens = 0         # tokens per device per micro-batch of the update's gradient accumulation (the
+                                     # log-prob passes take 4x): memory, not science; 0 = from the device's free memory
+    c.rollout_max_rows = 0           # rows per sampler call (a larger batch runs in several, same samples); 0 = from
+                                     # the device's free memory
+    c.rollout_mesh = ""              # the sampler's weights: "" = the training mesh's (fsdp-sharded) bf16 copy;
+                                     # "data" = replicated on every device, rows split (no per-step communication);
+                                     # "tensor" = tensor-parallel over every device
+    c.behaviour_pass = "auto"        # "auto": no separate behaviour log-prob forward when the step makes one update
+                                     # from its rollout (the update's forward is on-policy); "always": keep it
     c.dynamic_sampling_max_tries = 4 # DAPO refill: extra rollout batches drawn to replace dropped groups
     c.eval_every = 50                # RL steps between greedy evaluations on the test and ood sets
     c.eval_samples = 8               # n for pass@k / avg@n at evaluation (0 = greedy only)

@@ -46,6 +46,7 @@ def validate(config: ml_collections.ConfigDict, num_devices: int, process_count:
     mesh_shape = check_mesh(config, num_devices, platform)
     check_model_dims(config, mesh_shape)
     check_batch(config, mesh_shape, process_count)
+    check_memory_knobs(config)
     for fn in list(_VALIDATORS):
         try:
             fn(config, mesh_shape)
@@ -107,6 +108,22 @@ def check_mesh(config: ml_collections.ConfigDict, num_devices: int, platform: st
         if not message.startswith("mesh"):
             message = f"mesh (preset {mesh_cfg.preset!r}): {message}"
         raise ConfigError(message) from None
+
+
+def check_memory_knobs(config: ml_collections.ConfigDict) -> None:
+    """The LM-head chunking and the RL memory budgets: non-negative counts, known rollout meshes."""
+    for group, keys in (("model", ("head_chunk_tokens", "head_chunk_vocab")),
+                        ("rl", ("micro_batch_tokens", "rollout_max_rows"))):
+        for key in keys:
+            present, value = _lookup(config, f"{group}.{key}")
+            if present and int(value) < 0:
+                raise ConfigError(f"{group}.{key}={value} must be >= 0 (0 = automatic)")
+    present, value = _lookup(config, "rl.behaviour_pass")
+    if present and value not in ("auto", "always"):
+        raise ConfigError(f"rl.behaviour_pass={value!r}: expected 'auto' or 'always'")
+    present, value = _lookup(config, "rl.rollout_mesh")
+    if present and value not in ("", "data", "tensor"):
+        raise ConfigError(f"rl.rollout_mesh={value!r}: expected '' (the training mesh), 'data' or 'tensor'")
 
 
 def check_model_dims(config: ml_collections.ConfigDict, mesh_shape: dict[str, int]) -> None:

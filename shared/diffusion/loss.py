@@ -100,15 +100,16 @@ def mdm_inputs(batch: dict, stage: str, answer_padding: str, eos_id: int | None)
 
 
 def model_logits_fn(graphdef, params, attention: str, segment_ids=None, positions=None):
-    """logits_fn(tokens [N,T]) -> logits [N,T,V] of the model; segment_ids/positions [B,T] are tiled over the
-    N = K*B rows of a K-mask draw."""
+    """logits_fn(tokens [N,T]) -> the model's logits over [N,T] as a ChunkedLogits (read chunk by chunk by
+    token_cross_entropy; `.dense()` gives [N,T,V]); segment_ids/positions [B,T] are tiled over the N = K*B rows
+    of a K-mask draw."""
     model = nnx.merge(graphdef, params)
 
     def logits_fn(tokens):
         reps = tokens.shape[0] // (positions.shape[0] if positions is not None else tokens.shape[0])
         pos = None if positions is None else jnp.tile(positions, (reps, 1))
         seg = None if segment_ids is None else jnp.tile(segment_ids, (reps, 1))
-        return model(tokens, pos, seg, attention=attention)["logits"]
+        return model(tokens, pos, seg, attention=attention, logits="chunked")["logits"]
 
     return logits_fn
 

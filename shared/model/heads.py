@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from shared import sharding as sh
+from shared.model.chunked_head import DEFAULT_CHUNK_TOKENS, ChunkedLogits
 from shared.model.layers import param
 from shared.registry import HEADS
 
@@ -29,6 +30,14 @@ class LMHead(nnx.Module):
         else:
             logits = jnp.einsum("btd,dv->btv", h, self.kernel[...].astype(h.dtype))
         return sh.constrain(logits, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_VOCAB))
+
+    def chunked(self, h, decoder, cfg) -> ChunkedLogits:
+        """The logits of `h` left uncomputed (shared.model.chunked_head): losses read per-token statistics
+        chunk by chunk, in chunks of model.head_chunk_tokens tokens per device (x model.head_chunk_vocab)."""
+        weight = decoder.embed[...] if self.tied else self.kernel[...]
+        return ChunkedLogits(h, weight.astype(h.dtype), vocab_axis=0 if self.tied else 1,
+                             chunk_tokens=int(cfg.get("head_chunk_tokens", DEFAULT_CHUNK_TOKENS)),
+                             chunk_vocab=int(cfg.get("head_chunk_vocab", 0)))
 
 
 @HEADS.register("scalar")

@@ -53,7 +53,7 @@ class Decoder(nnx.Module):
     def __call__(self, inputs, positions=None, segment_ids=None, *, cache=None, cache_index=None, kv_valid=None,
                  hidden: str = "none", pool_mask=None, attention: str = "xla",
                  layer_params: list | None = None, decode_attention: str = "xla",
-                 kv_start=None) -> dict[str, Any]:
+                 kv_start=None, logits: str = "dense") -> dict[str, Any]:
         """inputs int[B,T] -> {"logits": [B,T,V], <other head>: ..., optional "hidden", "layer_hidden",
         "pooled", "cache"}.
 
@@ -130,8 +130,13 @@ class Decoder(nnx.Module):
             if self.block_cls.final_norm:
                 out = self.final_norm(out)
         result = {}
-        for i, (name, head) in enumerate(self.heads.items()):
-            result["logits" if name == "lm" else name] = head(out, self)
+        if logits not in ("dense", "chunked"):
+            raise ValueError(f"Decoder(logits={logits!r}): expected 'dense' or 'chunked'")
+        for name, head in self.heads.items():
+            if name == "lm":
+                result["logits"] = head.chunked(out, self, cfg) if logits == "chunked" else head(out, self)
+            else:
+                result[name] = head(out, self)
         if hidden in ("last", "layers"):
             result["hidden"] = out
         if keep_layers:

@@ -11,8 +11,15 @@ One RL step:
 RL hooks (`RLHook` subclasses named in train.hooks) run between 2 and 3: they see the scored rollout (with the
 pooled response hidden states when they ask for them), may add to its rewards, and may hold the policy still
 for a step (rollout and rewards only, e.g. to warm up a separate head).
-Roles (actor, reference, rollout) share one mesh; the sampler takes its own mesh argument, so a separate
-rollout mesh only needs a weight transfer between the two.
+Memory: the rollout batch (prompts x group) is a science choice; how many rows go through the device at once
+is a memory choice (shared/rl/budget.py). The behaviour / reference log-prob passes and the update's gradient
+accumulation run in micro-batches of rl.micro_batch_tokens tokens per device (0: derived from the device's free
+memory), the sampler in calls of at most rl.rollout_max_rows rows (0: derived likewise). No pass holds
+[tokens, vocab] logits (shared.model.chunked_head). The reference policy is held in the compute dtype.
+Roles: the actor (trainer state) and the reference share the training mesh; the rollout decodes from a compute-
+dtype copy of the actor, on the training mesh (rl.rollout_mesh="") or resharded over the same devices with every
+device on one axis: "data" (weights replicated, rows split: no communication per decode step) or "tensor"
+(tensor-parallel weights).
 Checkpoints hold the policy, optimizer and prompt-iterator state; re-running the command resumes.
 """
 from __future__ import annotations
@@ -23,13 +30,47 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 from shared import sharding as sh
 from shared.metrics import ProgressBar
 from shared.registry import ADVANTAGES, POLICY_LOSSES
 from shared.rl import algorithms as alg
-from shared.rl.sampler import Sampler, SamplingParams, _completion_positions, _left_align
+from shared.rl import budget
+from shared.rl.sampler import Sampler, SamplingParams, completion_logits
 from shared.train.trainer import Hook
+
+
+def _batch_shards(mesh, rules) -> int:
+    """How many ways the rows of a batch are split on `mesh` (the axes `act_batch` maps to)."""
+    axes = dict(rules).get(sh.ACT_BATCH)
+    axes = (axes,) if isinstance(axes, str) else tuple(axes or ())
+    return int(np.prod([mesh.shape[a] for a in axes if a in mesh.shape]))
+
+
+def _bytes_per_device(tree) -> int:
+    """Bytes of a sharded pytree held by one device (its largest share)."""
+    total = 0
+    for x in jax.tree.leaves(tree):
+        shard = x.sharding.shard_shape(x.shape) if hasattr(x, "sharding") else x.shape
+        total += int(np.prod(shard)) * x.dtype.itemsize
+    return total
+
+
+def _pad_rows(batch: dict, rows: int) -> dict:
+    """Rows appended up to `rows`: copies of row 0 with a zero loss mask and zero advantages (valid tokens,
+    no weight in any loss aggregation)."""
+    n = next(iter(batch.values())).shape[0]
+    if rows == n:
+        return batch
+    extra = rows - n
+    out = {}
+    for name, v in batch.items():
+        filler = np.repeat(v[:1], extra, axis=0)
+        if name in ("mask", "advantages"):
+            filler = np.zeros_like(filler)
+        out[name] = np.concatenate([v, filler])
+    return out
 
 
 class PromptIterator:
@@ -62,21 +103,16 @@ class PromptIterator:
 
 
 def policy_outputs(graphdef, params, batch, attention: str, with_values: bool = False):
-    """(logp [N,T], entropy [N,T], values [N,T] or None) of the completion tokens from one forward pass."""
+    """(logp [N,T], entropy [N,T], values [N,T] or None) of the completion tokens from one forward pass; the
+    vocabulary head is read chunk by chunk (shared.model.chunked_head), never as [N, T, V] logits."""
     from flax import nnx
 
     model = nnx.merge(graphdef, params)
-    tokens, lengths = batch["tokens"], batch["prompt_lengths"]
-    aligned = _left_align(batch["prompt_tokens"], tokens, lengths)
-    hidden = model(aligned, hidden="last", attention=attention)["hidden"]
-    where = jnp.maximum(_completion_positions(lengths, tokens.shape[1]) - 1, 0)
-    picked = jnp.take_along_axis(hidden, where[..., None], axis=1)  # the state before each completion token
-    logits = model.heads["lm"](picked, model).astype(jnp.float32)
-    logp_all = jax.nn.log_softmax(logits, axis=-1)
-    logp = jnp.take_along_axis(logp_all, tokens[..., None].astype(jnp.int32), axis=-1)[..., 0]
-    entropy = -(jnp.exp(logp_all) * logp_all).sum(-1)
+    head, picked = completion_logits(model, batch["prompt_tokens"], batch["tokens"], batch["prompt_lengths"],
+                                     attention)
+    stats = head.stats(batch["tokens"])
     values = model.heads["scalar"](picked, model) if with_values else None
-    return logp * batch["mask"], entropy * batch["mask"], values
+    return stats.logp * batch["mask"], stats.entropy * batch["mask"], values
 
 
 def rl_loss_fn(config, attention: str):
@@ -89,7 +125,10 @@ def rl_loss_fn(config, attention: str):
         del rng
         mask = batch["mask"]
         logp, entropy, values = policy_outputs(graphdef, params, batch, attention, with_values)
-        loss, metrics = policy_loss(logp, batch["old_logp"], batch["advantages"], mask, rl,
+        # no behaviour pass (on-policy single update, see RLLearner.needs_behaviour_pass): the policy before this
+        # optimizer step is the behaviour policy, so its log-probs are this forward's, held constant
+        old_logp = batch["old_logp"] if "old_logp" in batch else jax.lax.stop_gradient(logp)
+        loss, metrics = policy_loss(logp, old_logp, batch["advantages"], mask, rl,
                                     logp_ref=batch.get("ref_logp"))
         metrics = dict(metrics)
         metrics["entropy"] = alg.masked_mean(entropy, mask)
@@ -157,10 +196,18 @@ class RLLearner:
         self.trainer = Trainer(config, workdir, init_params=init_params,
                                loss_fn_factory=lambda attention: rl_loss_fn(config, attention))
         self.mesh = self.trainer.mesh
+        self.batch_multiple = _batch_shards(self.mesh, self.trainer.rules)
+        rollout_kind = str(self.rl.get("rollout_mesh", "") or "")
+        self.rollout_mesh = self._make_rollout_mesh(rollout_kind)
+        decode_attention = str(self.rl.get("decode_attention", "auto"))
+        if decode_attention == "auto" and rollout_kind == "tensor":
+            # the Pallas decode kernels run per row shard with whole weights: tensor-sharded ones would be
+            # gathered at every step
+            decode_attention = "xla"
         self.sampler = Sampler(self.trainer.graphdef, config.model, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id,
-                               mesh=self.mesh, rules=self.trainer.rules, attention=self.trainer.attention,
+                               mesh=self.rollout_mesh, rules=self.trainer.rules, attention=self.trainer.attention,
                                tokenizer=tokenizer, layer_loop=str(self.rl.get("layer_loop", "python")),
-                               decode_attention=str(self.rl.get("decode_attention", "auto")))
+                               decode_attention=decode_attention)
         self.prompts = PromptIterator(train_examples, int(self.rl.prompts_per_step), int(config.seed))
         if self.trainer.data_state is not None:
             self.prompts.set_state(self.trainer.data_state)
@@ -168,6 +215,10 @@ class RLLearner:
         self.start_step = self.trainer.checkpointer.latest_step() or 0
         self.rl_hooks = [h for h in self.trainer.hooks if isinstance(h, RLHook)]
         self.needs_hidden = any(h.needs_hidden for h in self.rl_hooks)
+        dtype = jnp.dtype(config.model.dtype)
+        self._cast = jax.jit(lambda p: jax.tree.map(
+            lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p),
+            out_shardings=self._rollout_shardings())
         self.ref_params = self._reference_params(init_params) if self.rl.kl_coef > 0 else None
         attention = self.trainer.attention
         graphdef = self.trainer.graphdef
@@ -176,20 +227,45 @@ class RLLearner:
                                                                        with_values)[::2])
         self.rng = jax.random.fold_in(jax.random.key(config.seed), 1)
         self._rollout_cache = (None, None)
-        dtype = jnp.dtype(config.model.dtype)
-        self._cast = jax.jit(lambda p: jax.tree.map(
-            lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p))
+        # the rollout copy of the weights is dropped before the update (build_batch), so it is not budgeted here
+        self.micro_batch_tokens = budget.micro_batch_tokens(config, _bytes_per_device(self.trainer.params))
+        self._rollout_rows: dict[int, int] = {}
+
+    def _make_rollout_mesh(self, kind: str):
+        """The rollout role's mesh: the training mesh (""), or its devices all on the data or tensor axis."""
+        if not kind:
+            return self.mesh
+        if kind not in ("data", "tensor"):
+            raise ValueError(f"rl.rollout_mesh={kind!r}: expected '' (the training mesh), 'data' or 'tensor'")
+        devices = np.asarray(self.mesh.devices).reshape(-1)
+        shape = {"data": (devices.size, 1, 1), "tensor": (1, 1, devices.size)}[kind]
+        return Mesh(devices.reshape(shape), sh.MESH_AXES)
+
+    def _rollout_shardings(self):
+        """Shardings of the rollout copy of the params on the rollout mesh (None: keep the training ones)."""
+        if self.rollout_mesh is self.mesh:
+            return None
+        from flax import nnx
+
+        from shared.model import build_model
+
+        abstract = nnx.split(nnx.eval_shape(lambda: build_model(self.config.model)))[1]
+        return sh.state_shardings(abstract, self.rollout_mesh, self.trainer.rules).to_pure_dict()
 
     def _reference_params(self, init_params):
         """The frozen reference: the warm start when there is one, else the seed's random init."""
         from shared.model import create_sharded
+
+        from shared.model.transformer import _cast_weights
 
         _, state = create_sharded(self.config.model, self.mesh, self.config.seed, self.trainer.rules)
         params = state.to_pure_dict()
         if init_params is not None:
             abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
             params = init_params(abstract)
-        return params
+        # held in the compute dtype: the forward casts every weight matrix to it anyway (same numbers, half the
+        # memory of float32 masters); 1-D norm scales stay as they are
+        return jax.jit(lambda p: _cast_weights(p, jnp.dtype(self.config.model.dtype)))(params)
 
     # ------------------------------------------------------------------ one RL step, in parts
     def sampling_params(self, greedy: bool = False, n: int | None = None) -> SamplingParams:
@@ -207,7 +283,7 @@ class RLLearner:
         """The policy in the compute dtype, cast once per rollout instead of inside every decode step. The
         behaviour log-probs of the update are recomputed from the fp32 master weights (build_batch)."""
         dtype = jnp.dtype(self.config.model.dtype)
-        if dtype == jnp.float32:
+        if dtype == jnp.float32 and self.rollout_mesh is self.mesh:
             return self.trainer.params
         if self._rollout_cache[0] is not self.trainer.state:
             self._rollout_cache = (self.trainer.state, self._cast(self.trainer.params))
@@ -216,11 +292,20 @@ class RLLearner:
     def encode_prompts(self, examples):
         return [[self.tokenizer.bos_id] + self.tokenizer.encode(e["prompt"]) for e in examples]
 
+    def rollout_max_rows(self, prompts) -> int:
+        """Rows per sampler call for these prompts' cache length (fixed per length once chosen: one compile)."""
+        bucket = self.sampler.bucket_for(max(len(p) for p in prompts), SamplingParams.prompt_buckets)
+        slots = bucket + int(self.rl.max_new_tokens)
+        if slots not in self._rollout_rows:
+            self._rollout_rows[slots] = budget.rollout_max_rows(self.config, slots, self.sampler.batch_multiple())
+        return self._rollout_rows[slots]
+
     def rollout_and_score(self, examples, key) -> ScoredBatch:
         rl = self.rl
         g = int(rl.group_size)
-        rollout = self.sampler.generate(self.rollout_params(), self.encode_prompts(examples), self.sampling_params(),
-                                        key, return_hidden=self.needs_hidden)
+        prompts = self.encode_prompts(examples)
+        rollout = self.sampler.generate(self.rollout_params(), prompts, self.sampling_params(), key,
+                                        return_hidden=self.needs_hidden, max_rows=self.rollout_max_rows(prompts))
         prompts = [e["prompt"] for e in examples for _ in range(g)]
         columns = {k: [e.get(k) for e in examples for _ in range(g)]
                    for k in examples[0] if k not in ("prompt", "completion")}
@@ -276,6 +361,7 @@ class RLLearner:
     def build_batch(self, scored: ScoredBatch) -> tuple[dict, dict]:
         """Arrays for the update: behaviour/reference log-probs, advantages (and value targets)."""
         rl, r = self.rl, scored.rollout
+        self._rollout_cache = (None, None)   # the rollout's weight copy: its memory goes to the update
         mask = r.mask.copy()
         if rl.mask_truncated:
             mask = mask * r.finished[:, None]
@@ -283,20 +369,18 @@ class RLLearner:
                  "mask": mask.astype(np.float32)}
         times = {}
         start = time.perf_counter()
-        device_batch = self.to_global(batch)
-        with sh.use_mesh(self.mesh, self.trainer.rules):
-            old_logp, old_values = self._behaviour(self.trainer.params, device_batch)
-            old_logp = sh.fetch_whole(old_logp)
-            old_values = None if old_values is None else sh.fetch_whole(old_values)
+        old_logp = old_values = None
+        if self.needs_behaviour_pass():
+            old_logp, old_values = self.logprob_pass(self.trainer.params, batch)
             batch["old_logp"] = old_logp
-            rewards = jnp.asarray(scored.rewards)
-            if self.ref_params is not None:
-                ref_logp = sh.fetch_whole(self._behaviour(self.ref_params, device_batch)[0])
-                batch["ref_logp"] = ref_logp
-                if rl.kl_in_reward:
-                    rewards = alg.apply_kl_penalty(alg.as_token_rewards(rewards, mask), old_logp, ref_logp,
-                                                   jnp.asarray(mask), rl.kl_coef, rl.kl_kind)
-        times["perf/ref_logprob_s"] = time.perf_counter() - start
+        rewards = jnp.asarray(scored.rewards)
+        if self.ref_params is not None:
+            ref_logp, _ = self.logprob_pass(self.ref_params, batch)
+            batch["ref_logp"] = ref_logp
+            if rl.kl_in_reward:
+                rewards = alg.apply_kl_penalty(alg.as_token_rewards(rewards, mask), old_logp, ref_logp,
+                                               jnp.asarray(mask), rl.kl_coef, rl.kl_kind)
+        times["perf/logprob_s"] = time.perf_counter() - start
         if rl.advantage == "gae":
             token_rewards = alg.as_token_rewards(rewards, jnp.asarray(mask))
             advantages, returns = alg.adv_gae(token_rewards, old_values, jnp.asarray(mask), rl.gamma, rl.lam,
@@ -307,19 +391,63 @@ class RLLearner:
         batch["advantages"] = np.asarray(advantages, np.float32)
         return batch, times
 
+    def needs_behaviour_pass(self) -> bool:
+        """The behaviour log-probs need a pass of their own unless the step makes exactly one optimizer update
+        from the rollout (rl.num_iterations = rl.mini_batches = 1: the update's own forward, before the update,
+        is the behaviour policy; TRL skips it likewise) and nothing else reads them (GAE's values, a KL penalty
+        in the reward). rl.behaviour_pass = "always" keeps the pass (e.g. to log ppo_kl against the sampler)."""
+        rl = self.rl
+        if str(rl.get("behaviour_pass", "auto")) == "always":
+            return True
+        return not (int(rl.num_iterations) == 1 and int(rl.mini_batches) == 1 and rl.advantage != "gae"
+                    and not (rl.kl_in_reward and self.ref_params is not None))
+
+    def logprob_pass(self, params, batch: dict) -> tuple[np.ndarray, np.ndarray | None]:
+        """(log-probs [N,T], values [N,T] or None) of the rollout under `params`, in micro-batches of
+        rl.micro_batch_tokens x budget.FORWARD_BUDGET_FACTOR tokens per device (no activations kept)."""
+        inputs = {name: batch[name] for name in ("prompt_tokens", "tokens", "prompt_lengths", "mask")}
+        n, seq = inputs["tokens"].shape[0], inputs["tokens"].shape[1] + inputs["prompt_tokens"].shape[1]
+        rows, count = self._micro_rows(n, seq, self.micro_batch_tokens * budget.FORWARD_BUDGET_FACTOR)
+        padded = _pad_rows(inputs, rows * count)
+        logps, values = [], []
+        with sh.use_mesh(self.mesh, self.trainer.rules):
+            for i in range(count):
+                part = self.to_global({name: v[i * rows:(i + 1) * rows] for name, v in padded.items()})
+                logp, value = self._behaviour(params, part)
+                logps.append(logp)
+                values.append(value)
+            logps = [sh.fetch_whole(x) for x in logps]
+            values = None if values[0] is None else [sh.fetch_whole(x) for x in values]
+        return np.concatenate(logps)[:n], None if values is None else np.concatenate(values)[:n]
+
+    def _micro_rows(self, n: int, seq_len: int, tokens_per_device: int, min_count: int = 1) -> tuple[int, int]:
+        """(rows per micro-batch, micro-batches) covering n rows of seq_len tokens within the token budget: the
+        fewest micro-batches (at least min_count), each a multiple of the batch shards, as even as possible
+        (least padding)."""
+        most = budget.rows_per_micro_batch(tokens_per_device, seq_len, self.batch_multiple)
+        count = max(-(-n // most), min_count)
+        per = -(-n // count)
+        rows = -(-per // self.batch_multiple) * self.batch_multiple
+        return rows, count
+
     def update(self, batch: dict, key) -> dict:
-        """num_iterations passes of mini_batches optimizer steps over the rollout batch."""
+        """num_iterations passes of mini_batches optimizer steps over the rollout batch; each optimizer step
+        accumulates gradients over micro-batches of rl.micro_batch_tokens tokens per device (rows padded with
+        masked copies to equal micro-batches: they weigh 0 in every loss aggregation)."""
         n = batch["tokens"].shape[0]
         k = int(self.rl.mini_batches)
         if n % k:
             raise ValueError(f"rl.mini_batches={k} does not divide the {n} rollouts of a step")
+        seq = batch["tokens"].shape[1] + batch["prompt_tokens"].shape[1]
+        rows, count = self._micro_rows(n // k, seq, self.micro_batch_tokens, int(self.config.train.micro_batches))
+        step = self.trainer.train_step(count)
         last = {}
         with sh.use_mesh(self.mesh, self.trainer.rules):
             for it in range(int(self.rl.num_iterations)):
                 order = np.asarray(jax.random.permutation(jax.random.fold_in(key, it), n))
                 for part in np.split(order, k):
-                    mini = self.to_global({name: v[part] for name, v in batch.items()})
-                    self.trainer.state, last = self.trainer._train_step(self.trainer.state, mini)
+                    mini = _pad_rows({name: v[part] for name, v in batch.items()}, rows * count)
+                    self.trainer.state, last = step(self.trainer.state, self.to_global(mini))
         return {k: float(v) for k, v in jax.device_get(last).items()}
 
     # ------------------------------------------------------------------ evaluation

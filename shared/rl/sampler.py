@@ -79,33 +79,36 @@ def _completion_positions(prompt_lengths, t: int):
     return prompt_lengths[:, None] + jnp.arange(t)[None, :]
 
 
+def completion_logits(model, prompt_tokens, tokens, prompt_lengths, attention: str = "xla"):
+    """(ChunkedLogits at the positions that predict each completion token [N,T], the final hidden states
+    there [N,T,D]) from one forward over the left-aligned rows [N, P+T]. No [N, T, V] array is built: read
+    log-probs / entropies with `.stats(tokens)` (shared.model.chunked_head)."""
+    t = tokens.shape[1]
+    aligned = _left_align(prompt_tokens, tokens, prompt_lengths)
+    hidden = model(aligned, hidden="last", attention=attention, logits="chunked")["hidden"]
+    # Completion token j is predicted at the position just before it: len + j - 1.
+    where = jnp.maximum(_completion_positions(prompt_lengths, t) - 1, 0)
+    picked = jnp.take_along_axis(hidden, where[..., None], axis=1)  # [N,T,D]
+    return model.heads["lm"].chunked(picked, model, model.cfg), picked
+
+
 def token_logprobs(graphdef, params, prompt_tokens, tokens, prompt_lengths, attention: str = "xla", *,
                    mask=None, with_entropy: bool = False):
     """log p(tokens[:, j] | prompt, tokens[:, :j]) as float32 [N, T], from one full forward over [N, P+T].
 
     prompt_tokens int[N,P] left-padded, tokens int[N,T] completions, prompt_lengths int[N] (>= 1). Pure and
-    differentiable in `params` (call it inside the learner's jit/grad). The model's remat setting applies.
+    differentiable in `params` (call it inside the learner's jit/grad); the vocabulary head is read chunk by
+    chunk (model.head_chunk_tokens). The model's remat setting applies.
     mask [N,T] (optional): the result is multiplied by it (0 on padding, as Rollout.logprobs).
     with_entropy: also return the entropy [N,T] of the untempered next-token distribution at each position.
     """
     model = nnx.merge(graphdef, params)
-    t = tokens.shape[1]
-    aligned = _left_align(prompt_tokens, tokens, prompt_lengths)
-    hidden = model(aligned, hidden="last", attention=attention)["hidden"]  # logits unused: XLA drops them
-    # Completion token j is predicted at the position just before it: len + j - 1.
-    where = jnp.maximum(_completion_positions(prompt_lengths, t) - 1, 0)
-    picked = jnp.take_along_axis(hidden, where[..., None], axis=1)  # [N,T,D]
-    logits = model.heads["lm"](picked, model).astype(jnp.float32)   # vocab projection on T positions only
-    logp_all = jax.nn.log_softmax(logits, axis=-1)
-    logp = jnp.take_along_axis(logp_all, tokens[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    head, _ = completion_logits(model, prompt_tokens, tokens, prompt_lengths, attention)
+    stats = head.stats(tokens)
+    logp, entropy = stats.logp, stats.entropy
     if mask is not None:
-        logp = logp * mask
-    if not with_entropy:
-        return logp
-    entropy = -(jnp.exp(logp_all) * logp_all).sum(-1)
-    if mask is not None:
-        entropy = entropy * mask
-    return logp, entropy
+        logp, entropy = logp * mask, entropy * mask
+    return (logp, entropy) if with_entropy else logp
 
 
 def filter_logits(logits, temperature: float, top_k: int, top_p: float):
@@ -147,9 +150,10 @@ def _argmax_and_logsumexp(logits, chunks: int = 128):
     return token, lse
 
 
-def _choose(logits, key, temperature: float, top_k: int, top_p: float, kernel: str = "xla"):
+def _choose(logits, key, temperature: float, top_k: int, top_p: float, kernel: str = "xla", row_offset=0):
     """One token per row and its untempered log-prob. Each row draws from its own key (fold_in of its row
-    index), so a row's sample does not depend on the batch padding or the sharding. kernel: "xla" (two
+    index, counted from row_offset), so a row's sample does not depend on the batch padding, the sharding or
+    how a large batch was split into calls. kernel: "xla" (two
     reductions) or "pallas" / "pallas_interpret" (shared.rl.vocab_kernel: one read of the logits) for the
     greedy token and the logsumexp."""
     if kernel == "xla":
@@ -161,11 +165,25 @@ def _choose(logits, key, temperature: float, top_k: int, top_p: float, kernel: s
         token = greedy_token
     else:
         filtered = filter_logits(logits, temperature, top_k, top_p)
-        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(logits.shape[0]))
+        rows = row_offset + jnp.arange(logits.shape[0])
+        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, rows)
         token = jax.vmap(jax.random.categorical)(keys, filtered).astype(jnp.int32)
     # chosen logit - logsumexp: reductions only, no materialised log-softmax over the vocabulary
     logp = jnp.take_along_axis(logits, token[:, None], axis=-1)[:, 0] - lse
     return token, logp
+
+
+def _concat_rollouts(parts: list[Rollout], n: int) -> Rollout:
+    """Rollouts of consecutive prompt ranges (same prompt bucket and max_new_tokens) as one."""
+    def cat(field):
+        values = [getattr(r, field) for r in parts]
+        return None if values[0] is None else np.concatenate(values)
+
+    rows = sum(len(r.lengths) for r in parts)
+    return Rollout(prompt_tokens=cat("prompt_tokens"), prompt_lengths=cat("prompt_lengths"), tokens=cat("tokens"),
+                   mask=cat("mask"), lengths=cat("lengths"), logprobs=cat("logprobs"), finished=cat("finished"),
+                   prompt_index=(np.arange(rows) // n).astype(np.int32), hidden=cat("hidden"),
+                   texts=None if parts[0].texts is None else [t for r in parts for t in r.texts])
 
 
 # ------------------------------------------------------------------------------------------ sampler
@@ -230,7 +248,8 @@ class Sampler:
 
     # ---------------------------------------------------------------- device side
 
-    def _prefill(self, params, prompt_tokens, prompt_lengths, rng, *, max_new_tokens, temperature, top_k, top_p):
+    def _prefill(self, params, prompt_tokens, prompt_lengths, rng, row_offset, *, max_new_tokens, temperature, top_k,
+                 top_p):
         """The prompt pass: (cache holding the prompt, first sampled token and its log-prob, what the decode
         steps reuse: params, kv_valid, first real slot per row, per-layer params)."""
         graphdef, cfg = self.graphdef, self.model_cfg
@@ -254,16 +273,17 @@ class Sampler:
         # Vocabulary logits at the last prompt position only (XLA drops the unused all-position head).
         last_logits = model.heads["lm"](out["hidden"][:, -1:], model)[:, 0]
         token, logp = _choose(last_logits, jax.random.fold_in(rng, 0), temperature, top_k, top_p,
-                              self.decode_attention)
+                              self.decode_attention, row_offset)
         return out["cache"], token, logp, (params, kv_valid, first_real, layer_params)
 
-    def _decode(self, params, prompt_tokens, prompt_lengths, rng, *, max_new_tokens, temperature, top_k, top_p):
+    def _decode(self, params, prompt_tokens, prompt_lengths, rng, row_offset, *, max_new_tokens, temperature, top_k,
+                top_p):
         self.trace_counts["decode"] += 1
         graphdef, eos, pad = self.graphdef, self.eos_id, self.pad_id
         b, p = prompt_tokens.shape
         t_max = max_new_tokens
         cache, token, logp, (params, kv_valid, first_real, layer_params) = self._prefill(
-            params, prompt_tokens, prompt_lengths, rng, max_new_tokens=max_new_tokens, temperature=temperature,
+            params, prompt_tokens, prompt_lengths, rng, row_offset, max_new_tokens=max_new_tokens, temperature=temperature,
             top_k=top_k, top_p=top_p)
         tokens = jnp.full((b, t_max), pad, jnp.int32).at[:, 0].set(token)
         logps = jnp.zeros((b, t_max), jnp.float32).at[:, 0].set(logp)
@@ -282,7 +302,7 @@ class Sampler:
                         kv_valid=kv_valid, attention="xla", layer_params=layer_params,
                         decode_attention=self.decode_attention, kv_start=first_real)
             token, logp = _choose(out["logits"][:, 0], jax.random.fold_in(rng, step), temperature, top_k, top_p,
-                                  self.decode_attention)
+                                  self.decode_attention, row_offset)
             token = jnp.where(done, pad, token)
             logp = jnp.where(done, 0.0, logp)
             tokens = jax.lax.dynamic_update_slice_in_dim(tokens, token[:, None], step, axis=1)
@@ -355,14 +375,36 @@ class Sampler:
             raise ValueError("SamplingParams.stop_strings needs a tokenizer: Sampler(..., tokenizer=...)")
 
     def generate(self, params, prompts: list[list[int]], sampling: SamplingParams, rng: jax.Array,
-                 *, return_hidden: bool = False) -> Rollout:
-        """Samples `sampling.n` completions per prompt (rows group-contiguous). Deterministic for a fixed rng."""
+                 *, return_hidden: bool = False, max_rows: int = 0) -> Rollout:
+        """Samples `sampling.n` completions per prompt (rows group-contiguous). Deterministic for a fixed rng.
+
+        max_rows > 0: at most this many rows per device call; a larger batch runs as several calls of whole
+        groups (same prompt bucket, same padded size: one compilation) and gives the same rollout as one call
+        (each row's random stream is keyed by its row index in the whole batch).
+        """
         self._check(prompts, sampling)
-        n_rows = len(prompts) * sampling.n
         p = self.bucket_for(max(len(x) for x in prompts), sampling.prompt_buckets)
+        n = sampling.n
+        if not max_rows or len(prompts) * n <= max_rows:
+            return self._generate_rows(params, prompts, sampling, rng, p, 0, None, return_hidden)
+        per_call = max(1, int(max_rows) // n)
+        multiple = self.batch_multiple()
+        padded = -(-per_call * n // multiple) * multiple
+        parts, steps = [], 0
+        for first in range(0, len(prompts), per_call):
+            parts.append(self._generate_rows(params, prompts[first:first + per_call], sampling, rng, p, first * n,
+                                             padded, return_hidden))
+            steps = max(steps, self.last_decode_steps)
+        self.last_decode_steps = steps
+        return _concat_rollouts(parts, n)
+
+    def _generate_rows(self, params, prompts, sampling: SamplingParams, rng, p: int, row_offset: int,
+                       padded_rows: int | None, return_hidden: bool) -> Rollout:
+        """One device call over prompts x n rows (padded to padded_rows, default the next batch_multiple())."""
+        n_rows = len(prompts) * sampling.n
         t = sampling.max_new_tokens
         multiple = self.batch_multiple()
-        padded_rows = -(-n_rows // multiple) * multiple
+        padded_rows = padded_rows or -(-n_rows // multiple) * multiple
 
         # Dummy rows (empty prompts: all padding, finished from the start so they never hold the loop open)
         # fill the batch up to a multiple of batch_multiple(); dropped below.
@@ -375,7 +417,7 @@ class Sampler:
         prompt_dev, lengths_dev = self._to_device(prompt_tokens), self._to_device(prompt_lengths)
 
         with sh.use_mesh(self.mesh, self.rules):
-            out = self._decode_jit(params, prompt_dev, lengths_dev, rng, max_new_tokens=t,
+            out = self._decode_jit(params, prompt_dev, lengths_dev, rng, jnp.int32(row_offset), max_new_tokens=t,
                                    temperature=float(sampling.temperature), top_k=int(sampling.top_k),
                                    top_p=float(sampling.top_p))
         out = sh.fetch_whole_tree(out)

@@ -1,7 +1,10 @@
 """Training losses (LOSSES registry).
 
 Contract of a loss: `fn(logits, batch, config) -> (loss, metrics)`.
-  logits   float[B, T, V], any dtype (computed in float32 here).
+  logits   what the Decoder returns under "logits": in training a shared.model.chunked_head.ChunkedLogits
+           (hidden states + head weight; `token_cross_entropy`, `token_sums` and `.stats(targets)` read it
+           chunk by chunk), or a float[B, T, V] array of any dtype (computed in float32 here). A loss that
+           truly needs every logit may call `.dense()`, which materialises [B, T, V].
   batch    dict with "targets" int32[B, T] (the next token at each position) and "loss_mask" float32[B, T];
            possibly "segment_ids", "positions", "inputs", and for SFT "prompt_mask" float/int[B, T], aligned
            with "targets": 1 where the *target* token belongs to the prompt (so the last prompt position,
@@ -31,40 +34,37 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from shared.model.chunked_head import ChunkedLogits, token_stats
 from shared.registry import LOSSES
 
 
-def token_cross_entropy(logits: jax.Array, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
+def token_cross_entropy(logits, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Per-token (negative log-likelihood, log partition function), both float32[B, T].
 
-    nll = logsumexp(logits) - logits[target], i.e. -log_softmax(logits)[target], computed in float32.
-    The target logit is picked with a one-hot product (not a gather) so a vocab-sharded logits array
-    reduces across shards instead of being all-gathered.
+    logits: a float[B, T, V] array, or the ChunkedLogits a Decoder returns with logits="chunked" (the statistics
+    are then computed chunk by chunk, never holding [tokens, vocab]). nll = logsumexp(logits) - logits[target].
+    The target logit is picked with a one-hot product (not a gather) so a vocab-sharded logits array reduces
+    across shards instead of being all-gathered.
     """
-    if logits.shape[:-1] != targets.shape:
-        raise ValueError(f"logits shape {logits.shape} does not match targets shape {targets.shape} (+ vocab axis)")
-    nll, log_z, _ = _xent_parts(logits, targets)
-    return nll, log_z
+    stats = token_stats(logits, targets)
+    return stats.nll, stats.log_z
 
 
-def _xent_parts(logits: jax.Array, targets: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(nll, log_z, correct) in few passes over the [B,T,V] logits: max, exp-sum and the target pick each
-    fuse with the float32 convert, and `correct` reuses the max instead of a separate argmax pass
-    (a tie with the target counts as correct)."""
-    if logits.shape[:-1] != targets.shape:
-        raise ValueError(f"logits shape {logits.shape} does not match targets shape {targets.shape} (+ vocab axis)")
-    logits = logits.astype(jnp.float32)
-    max_logit = jax.lax.stop_gradient(jnp.max(logits, axis=-1))
-    log_z = max_logit + jnp.log(jnp.sum(jnp.exp(logits - max_logit[..., None]), axis=-1))
-    vocab_ids = jax.lax.broadcasted_iota(jnp.int32, logits.shape, logits.ndim - 1)
-    target_logit = jnp.sum(jnp.where(vocab_ids == targets[..., None], logits, 0.0), axis=-1)
-    return log_z - target_logit, log_z, (target_logit >= max_logit).astype(jnp.float32)
+def _xent_parts(logits, targets: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(nll, log_z, correct): `correct` compares the target logit with the row's max (a tie counts as
+    correct) instead of a separate argmax pass."""
+    stats = token_stats(logits, targets)
+    return stats.nll, stats.log_z, (stats.target >= stats.max).astype(jnp.float32)
 
 
 def token_sums(logits: jax.Array, targets: jax.Array, weights: jax.Array, z_loss: float = 0.0
                ) -> dict[str, jax.Array]:
     """Sum-form statistics over weighted tokens; add these across micro-batches, then `metrics_from_sums`."""
     weights = weights.astype(jnp.float32)
+    if isinstance(logits, ChunkedLogits):   # chunked, the gradient of loss_sum made in the forward
+        sums = logits.xent_sums(targets, weights, z_loss)
+        sums.update(weight=jnp.sum(weights), tokens=jnp.sum((weights > 0).astype(jnp.float32)))
+        return sums
     nll, log_z, correct = _xent_parts(logits, targets)
     z_term = z_loss * jnp.square(log_z)  # PaLM / MaxText z-loss: keeps the softmax normaliser near 1
     xent_sum = jnp.sum(nll * weights)

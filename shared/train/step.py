@@ -24,13 +24,14 @@ LossFn = Callable[[Any, Any, dict, jax.Array], tuple[jax.Array, dict]]
 
 
 def lm_loss_fn(config, attention: str) -> LossFn:
-    """The default: decoder forward on a packed batch, then LOSSES[config.train.loss] on its logits."""
+    """The default: decoder forward on a packed batch, then LOSSES[config.train.loss] on its (chunked) logits."""
     loss_impl = LOSSES.get(config.train.loss)
 
     def loss_fn(graphdef, params, batch, rng):
         del rng
         model = nnx.merge(graphdef, params)
-        out = model(batch["inputs"], batch.get("positions"), batch.get("segment_ids"), attention=attention)
+        out = model(batch["inputs"], batch.get("positions"), batch.get("segment_ids"), attention=attention,
+                    logits="chunked")
         return loss_impl(out["logits"], batch, config)
 
     return loss_fn
@@ -55,14 +56,17 @@ def _unweighted(sums: dict) -> dict:
 
 
 def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransformation, schedule, config,
-                    mesh=None):
+                    mesh=None, micro_batches: int | None = None):
     """Returns `step(state, batch) -> (state, metrics)`; jit it with donate_argnums=0.
+
+    micro_batches: gradient accumulation over this many micro-batches of the batch (default
+    config.train.micro_batches); the batch's rows must divide by it.
 
     state: {"params", "opt", "step", "rng", "nonfinite"}. A step whose loss or gradient is not finite leaves
     params and optimizer state unchanged and counts itself in state["nonfinite"]; the trainer decides
     (train.nan_policy) whether to stop or go on.
     """
-    k = int(config.train.micro_batches)
+    k = int(config.train.micro_batches if micro_batches is None else micro_batches)
     inject_nan_step = int(config.train.get("inject_nan_step", -1))
 
     def grads_of(params, batch, rng, step):

@@ -112,8 +112,8 @@ class Trainer:
             self.state["params"] = init_params(abstract)
             self.state["opt"] = self._replicate_stray(self._init_opt_state(self.state["params"]))
 
-        self._train_step = jax.jit(make_train_step(self.graphdef, self.loss_fn, self.optimizer, self.schedule,
-                                                   config, self.mesh), donate_argnums=0)
+        self._train_steps: dict[int, Callable] = {}
+        self._train_step = self.train_step(int(config.train.micro_batches))
         self._eval_step = jax.jit(make_eval_step(self.graphdef, self.loss_fn))
         self.batch_sharding = sh.batch_sharding(self.mesh)
         self.metrics_writer = MetricsWriter(workdir, enabled=self.is_main)
@@ -122,6 +122,15 @@ class Trainer:
         self._nonfinite_reported = 0
 
     # ------------------------------------------------------------------ helpers
+    def train_step(self, micro_batches: int) -> Callable:
+        """The jitted, donated step `(state, batch) -> (state, metrics)` accumulating gradients over
+        `micro_batches` micro-batches (built once per count: the RL learner picks the count per batch shape)."""
+        if micro_batches not in self._train_steps:
+            self._train_steps[micro_batches] = jax.jit(
+                make_train_step(self.graphdef, self.loss_fn, self.optimizer, self.schedule, self.config, self.mesh,
+                                micro_batches=micro_batches), donate_argnums=0)
+        return self._train_steps[micro_batches]
+
     def _init_opt_state(self, params):
         """optimizer.init with every params-shaped leaf (Adam's mu, nu, ...) sharded like its parameter: plain
         jit leaves them replicated, the train step returns them sharded, and the step would compile twice."""
