@@ -5,6 +5,15 @@
     python -m bench.decode --grpo --skip_decode --grpo_shape=125m --out=runs/bench/grpo_125m.json
     python -m bench.decode --shapes=tiny --grpo                # CPU plumbing check (seconds; D64 L2 V512)
 
+GRPO rows of issue 17 (one command each, one H100 unless said; 256-token prompts, 512 new tokens, KL on):
+
+    python -m bench.decode --grpo --skip_decode --grpo_shape=qwen0.5b --grpo_prompts=64 --grpo_group=8 \
+        --grpo_new_tokens=512 --grpo_prompt_len=256 --grpo_peers=trl --out=runs/bench/grpo_qwen0.5b.json
+    python -m bench.decode --grpo --skip_decode --grpo_shape=qwen1.5b --grpo_prompts=32 --grpo_group=8 \
+        --grpo_new_tokens=512 --grpo_prompt_len=256 --out=runs/bench/grpo_qwen1.5b.json
+    python -m bench.decode --grpo --skip_decode --grpo_shape=qwen7b --grpo_prompts=16 --grpo_group=8 \
+        --grpo_new_tokens=512 --grpo_prompt_len=256 --grpo_mesh=gpu_1x4 --out=runs/bench/grpo_qwen7b.json  # 4 GPUs
+
 Decode protocol (design/perf_anchors.md sections 4 and 6b, issue 4):
 - Random-init model of a bench.train_mfu shape, bf16 compute (model.dtype = bfloat16). `--param_dtypes` lists the
   dtypes of the parameters handed to the sampler: bfloat16 (the same fp32 init cast once: what the floor and HF
@@ -30,13 +39,33 @@ Decode protocol (design/perf_anchors.md sections 4 and 6b, issue 4):
   them). Target (issue 4): >= 40 % of the floor at batch 256.
 
 GRPO protocol (`--grpo`): the rl task's RLLearner (shared/rl/learner.py) for a random-init policy of
-`--grpo_shape` (fp32 master weights, bf16 compute, byte tokenizer, rl/arithmetic prompts, reward = the task
-checker, B prompts x G samples, temperature 1, max_new_tokens), kl_coef > 0 so a reference forward runs. Each
-step calls learner.collect / build_batch / update and times them as RLLearner.fit does (perf/rollout_and_reward_s,
-perf/ref_logprob_s (behaviour + reference log-prob forwards), perf/update_s, perf/step_s); the first
-`--grpo_warmup` steps are excluded (two by default: the update step compiles at step 1 and again at step 2, because
-the Trainer's initial optimizer-state counters are not placed on the mesh the way the step's outputs are), and the
-mean of the next `--grpo_steps` is reported.
+`--grpo_shape` (fp32 master weights, bf16 compute, remat `--grpo_remat` (default full), byte tokenizer, rl/arithmetic
+prompts, reward = the task checker, B prompts x G samples, temperature 1, max_new_tokens), kl_coef 0.04 by default so
+a reference forward runs. `--grpo_prompt_len=N` makes every prompt exactly N tokens (BOS + N-1 bytes: the task prompt
+left-padded with a repeated filler sentence; its "answer" kept for the checker), so the sampler's prompt bucket is N
+when N is one of its buckets (32..2048, powers of two); 0 = the task's own short prompts. `--grpo_mesh` is the
+learner's mesh preset (default gpu_1 / cpu_1; `auto` = every local device on fsdp; the preset's environment and XLA
+flags are set in the worker before jax starts, so cpu_8 gets its 8 fake devices). `--grpo_micro_batch_tokens`,
+`--grpo_rollout_max_rows` and `--grpo_rollout_mesh` set rl.micro_batch_tokens / rl.rollout_max_rows /
+rl.rollout_mesh where the tree has those keys (the JSON lists the ones it lacked under ignored_rl_keys). Each step
+calls learner.collect / build_batch / update and times them as RLLearner.fit does (perf/rollout_and_reward_s,
+perf/logprob_s = behaviour + reference log-prob passes (perf/ref_logprob_s in older trees), perf/update_s,
+perf/step_s); the first `--grpo_warmup` steps are excluded (two by default: the update step compiles at step 1 and
+again at step 2, because the Trainer's initial optimizer-state counters are not placed on the mesh the way the step's
+outputs are), and the mean of the next `--grpo_steps` is reported, with the generated tokens/s over the rollout and
+over the whole step, the peak bytes in use of every local device (`memory_stats()['peak_bytes_in_use']`; the table
+shows the max and each), the mesh and the learner's micro-batch tokens (`learner.micro_batch_tokens`, where it
+exists). The JSON holds the spec, device kind and count and the jax version of each worker.
+
+TRL peer (`--grpo_peers=trl`): HF TRL's GRPOTrainer in its own subprocess on one GPU, on a random-init
+Qwen2ForCausalLM of the same shape (saved to a temp folder and named by path, so TRL loads the policy and builds its
+reference as it normally does: fp32 weights, bf16 autocast, gradient checkpointing, sdpa), HF generate (no vLLM), a
+byte-level tokenizer with our ids built in code, the same prompts (N tokens) and reward, B x G, max_completion_length,
+beta = kl_coef, one iteration; per_device_train_batch_size = `--trl_micro_batch` with gradient accumulation so one
+optimizer step takes the whole B x G batch, as ours. After `--trl_warmup` steps (1), the mean of `--grpo_steps` steps:
+step time (between optimizer steps, synchronized), generation + reward, the no-grad log-prob passes (reference only:
+with one iteration TRL reuses the policy's own log-probs), update = the rest; peak memory =
+torch.cuda.max_memory_allocated. The GPU image lacks trl and datasets: bench/trl_wheels.sh fetches them as wheels.
 
 The parent process imports neither jax nor torch. Results go to --out (JSON, with the hardware) and --out with
 .md after every worker.
@@ -44,6 +73,7 @@ The parent process imports neither jax nor torch. Results go to --out (JSON, wit
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -218,7 +248,7 @@ def decode_model_config(shape: str, max_len: int):
     cfg = model_config()
     for key, value in model_fields(shape).items():
         cfg[key] = value
-    cfg.tie_embeddings = True
+    cfg.tie_embeddings = model_fields(shape).get("tie_embeddings", True)   # qwen7b: untied
     cfg.mlp = "swiglu"
     cfg.remat = "none"            # no effect with a KV cache; set for clarity
     cfg.attention = "xla"         # the sampler's cache path is XLA attention whatever this says
@@ -267,23 +297,25 @@ def run_ours(spec: dict) -> dict:
                               layer_loop=spec.get("layer_loop") or "python",
                               decode_attention=spec.get("decode_attention") or "auto")
             rollout = None
+            # the private prefill/decode take a row offset (of a batch split over calls) after the key in newer trees
+            offset = (jnp.int32(0),) if "row_offset" in inspect.signature(sampler._decode).parameters else ()
             # the sampler's own prompt pass up to its first sampled token (timed alone: prefill_s)
             prefill = jax.jit(lambda params, prompts, lengths: sampler._prefill(
-                params, prompts, lengths, key, max_new_tokens=t, temperature=0.0, top_k=0, top_p=1.0)[:2])
+                params, prompts, lengths, key, *offset, max_new_tokens=t, temperature=0.0, top_k=0, top_p=1.0)[:2])
 
             def generate():
                 nonlocal rollout
                 rollout = sampler.generate(params, prompts, sampling, key)  # returns numpy: already synced
 
             def device_only():
-                out = sampler._decode_jit(params, prompt_dev, lengths_dev, key, max_new_tokens=t, temperature=0.0,
-                                          top_k=0, top_p=1.0)
+                out = sampler._decode_jit(params, prompt_dev, lengths_dev, key, *offset, max_new_tokens=t,
+                                          temperature=0.0, top_k=0, top_p=1.0)
                 jax.block_until_ready(out)
 
             if spec.get("dump_hlo"):  # optimized HLO of the whole prefill + decode loop, to check copies/layouts
                 os.makedirs(spec["dump_hlo"], exist_ok=True)
-                lowered = sampler._decode_jit.lower(params, prompt_dev, lengths_dev, key, max_new_tokens=t,
-                                                    temperature=0.0, top_k=0, top_p=1.0)
+                lowered = sampler._decode_jit.lower(params, prompt_dev, lengths_dev, key, *offset,
+                                                    max_new_tokens=t, temperature=0.0, top_k=0, top_p=1.0)
                 path = os.path.join(spec["dump_hlo"], f"{spec['shape']}_b{b}_{dtype}_decode.hlo.txt")
                 with open(path, "w") as f:
                     f.write(lowered.compile().as_text())
@@ -342,7 +374,8 @@ def run_hf(spec: dict) -> dict:
         hf_config = Qwen2Config(
             vocab_size=m["vocab_size"], hidden_size=m["d_model"], intermediate_size=m["d_ff"],
             num_hidden_layers=m["n_layers"], num_attention_heads=m["n_heads"], num_key_value_heads=m["n_kv_heads"],
-            max_position_embeddings=p + t, tie_word_embeddings=True, rms_norm_eps=1e-6, use_cache=True)
+            max_position_embeddings=p + t, tie_word_embeddings=m.get("tie_embeddings", True), rms_norm_eps=1e-6,
+            use_cache=True)
         model = AutoModelForCausalLM.from_config(hf_config, attn_implementation="sdpa", dtype=torch.bfloat16)
         model.to(dev).eval()
         info["attention"] = model.config._attn_implementation
@@ -379,6 +412,37 @@ def run_hf(spec: dict) -> dict:
 
 # ============================================================================ worker: GRPO step breakdown
 
+GRPO_PEERS = ("trl",)   # HF TRL's GRPOTrainer (HF generate, no vLLM) on the same shape, B x G, prompts and T
+# New learner keys (shared/config/base.py rl_config) set from --grpo_* flags when this tree has them.
+GRPO_RL_KEYS = ("micro_batch_tokens", "rollout_max_rows", "rollout_mesh")
+PROMPT_FILLER = "The quick brown fox jumps over the lazy dog. "   # pads prompts on the left (--grpo_prompt_len)
+SAMPLER_PROMPT_BUCKETS = (32, 64, 128, 256, 512, 1024, 2048)   # shared.rl.sampler.SamplingParams.prompt_buckets
+
+
+def prompt_bucket(prompt_len: int) -> int:
+    """The sampler's prompt bucket for prompts of `prompt_len` tokens (itself when it is a bucket)."""
+    return next((b for b in SAMPLER_PROMPT_BUCKETS if b >= prompt_len), prompt_len)
+
+
+def grpo_examples(n: int, seed: int, prompt_len: int = 0) -> list[dict]:
+    """rl/arithmetic train examples (ops +-*). prompt_len > 0: every prompt is left-padded with filler text to exactly
+    prompt_len - 1 UTF-8 bytes, so BOS + its byte tokens are prompt_len tokens with the byte tokenizer; "answer" is
+    kept, so the task checker still gives the reward."""
+    from shared.rl.tasks import load_task
+
+    examples = load_task("rl/arithmetic", "train", n, seed, ops="+-*")
+    if prompt_len <= 0:
+        return examples
+    padded = []
+    for example in examples:
+        room = prompt_len - 1 - len(example["prompt"].encode("utf-8"))
+        if room < 0:
+            raise ValueError(f"--grpo_prompt_len={prompt_len} is shorter than BOS + the task prompt "
+                             f"{example['prompt']!r} ({len(example['prompt'].encode('utf-8')) + 1} tokens)")
+        text = PROMPT_FILLER * (room // len(PROMPT_FILLER) + 1)
+        padded.append(dict(example, prompt=text[len(text) - room:] + example["prompt"]))
+    return padded
+
 
 def grpo_config(spec: dict, platform_name: str):
     import ml_collections
@@ -386,15 +450,19 @@ def grpo_config(spec: dict, platform_name: str):
 
     c = base_config()
     c.task = "rl"
-    for key, value in model_fields(spec["shape"]).items():
+    fields = model_fields(spec["shape"])
+    for key, value in fields.items():
         c.model[key] = value
-    c.model.tie_embeddings = True
+    c.model.tie_embeddings = fields.get("tie_embeddings", True)   # qwen7b: untied, as the real model
     c.model.mlp = "swiglu"
     c.model.remat = spec["remat"]
     c.model.dtype = "bfloat16"
     c.model.param_dtype = "float32"
+    # room for the prompt bucket + the new tokens (rope tables, max positions)
+    c.model.max_seq_len = max(int(c.model.max_seq_len),
+                              prompt_bucket(spec.get("prompt_len") or 32) + spec["new_tokens"])
     c.data.tokenizer = "byte"     # ids < 259 fit every shape's vocab
-    c.mesh.preset = {"gpu": "gpu_1"}.get(platform_name, "cpu_1")
+    c.mesh.preset = spec.get("mesh") or {"gpu": "gpu_1"}.get(platform_name, "cpu_1")
     c.rl.task = "rl/arithmetic"
     c.rl.task_options = ml_collections.ConfigDict({"ops": "+-*"})
     c.rl.n_train = 2000
@@ -406,6 +474,9 @@ def grpo_config(spec: dict, platform_name: str):
     c.rl.kl_coef = spec["kl_coef"]
     c.rl.advantage = "grpo"
     c.rl.policy_loss = "ppo-clip"
+    for key in GRPO_RL_KEYS:
+        if key in c.rl and key in spec:
+            c.rl[key] = spec[key]
     c.train.steps = 1_000_000
     c.train.progress = False
     c.train.async_checkpoint = False
@@ -415,7 +486,54 @@ def grpo_config(spec: dict, platform_name: str):
     return c
 
 
+def apply_mesh_environment(mesh: str) -> None:
+    """A mesh preset's environment and XLA flags (cpu_8: 8 fake host devices; gpu_1x8: the FSDP overlap flags),
+    applied before jax starts, as shared.launch does. Values already in the environment win."""
+    if mesh:
+        from shared.launch import prepare_environment
+        from tpu_configs.presets import get_preset
+
+        prepare_environment(get_preset(mesh))
+
+
+def device_memory() -> dict:
+    """Peak and limit bytes of every local device (None where the backend keeps no stats, e.g. CPU)."""
+    import jax
+
+    peaks, limits = [], []
+    for device in jax.local_devices():
+        stats = device.memory_stats() or {}
+        peaks.append(stats.get("peak_bytes_in_use"))
+        limits.append(stats.get("bytes_limit"))
+    known = [p for p in peaks if p is not None]
+    return {"peak_mem_bytes": max(known) if known else None, "peak_mem_bytes_per_device": peaks,
+            "bytes_limit_per_device": limits}
+
+
+def learner_settings(learner, examples: list[dict]) -> dict:
+    """What the learner resolved, where this tree has it: micro-batch tokens per device, rows per sampler call (a
+    method of the prompts' length; cached, so asking first changes nothing), the rollout mesh's axis sizes."""
+    out: dict[str, Any] = {}
+    if isinstance(getattr(learner, "micro_batch_tokens", None), (int, float)):
+        out["micro_batch_tokens"] = learner.micro_batch_tokens
+    if callable(getattr(learner, "rollout_max_rows", None)):
+        try:
+            out["rollout_max_rows"] = int(learner.rollout_max_rows(learner.encode_prompts(examples)))
+        except Exception:  # noqa: BLE001  (another signature: not recorded)
+            pass
+    rollout_mesh = getattr(learner, "rollout_mesh", None)
+    if rollout_mesh is not None and hasattr(rollout_mesh, "shape"):
+        out["rollout_mesh"] = {k: int(v) for k, v in rollout_mesh.shape.items()}
+    return out
+
+
 def run_grpo(spec: dict) -> dict:
+    # Alone on the card(s): let XLA take 95 % instead of its default 75 % (an explicit setting wins).
+    os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.95")
+    try:
+        apply_mesh_environment(spec.get("mesh") or "")
+    except Exception as e:  # noqa: BLE001  (an unknown preset: reported as the worker's result)
+        return {"status": "error", "error": one_line(e)}
     import jax
     import numpy as np
 
@@ -425,19 +543,24 @@ def run_grpo(spec: dict) -> dict:
     from shared.rewards import RewardManager
     from shared.rl.learner import RLLearner
     from shared.rl.task import reward_specs
-    from shared.rl.tasks import load_task
 
     info = jax_info()
+    info.update(device_kind=jax.devices()[0].device_kind, device_count=jax.device_count(),
+                local_device_count=jax.local_device_count(), spec=spec)
     workdir = tempfile.mkdtemp(prefix="bench_decode_grpo_")
     learner = None
     try:
         config = grpo_config(spec, jax.default_backend())
+        info["mesh_preset"] = config.mesh.preset
+        info["ignored_rl_keys"] = [k for k in GRPO_RL_KEYS if k not in config.rl]  # keys this tree lacks
+        info["rl_keys"] = {k: config.rl[k] for k in GRPO_RL_KEYS if k in config.rl}
         tokenizer = build_tokenizer(config.data, None, config.model.vocab_size)
-        train = load_task(config.rl.task, "train", int(config.rl.n_train), int(config.seed),
-                          **dict(config.rl.task_options))
+        train = grpo_examples(int(config.rl.n_train), int(config.seed), int(spec.get("prompt_len") or 0))
         learner = RLLearner(config, workdir, tokenizer, train, {}, RewardManager(reward_specs(config)))
+        info["mesh"] = {name: int(size) for name, size in learner.mesh.shape.items()}
         info["attention"] = learner.trainer.attention
         info["params"] = int(sum(x.size for x in jax.tree.leaves(learner.trainer.state["params"])))
+        info.update(learner_settings(learner, train[:spec["prompts"]]))
         steps = []
         for step in range(1, spec["warmup"] + spec["steps"] + 1):
             key = jax.random.fold_in(learner.rng, step)  # as RLLearner.fit
@@ -449,33 +572,225 @@ def run_grpo(spec: dict) -> dict:
             update = learner.update(batch, jax.random.fold_in(key, 1))
             t3 = time.perf_counter()
             r = scored.rollout
+            # behaviour + reference log-prob passes ("perf/ref_logprob_s" in trees before the key was renamed)
+            logprob_s = times.get("perf/logprob_s", times.get("perf/ref_logprob_s"))
             steps.append({"perf/rollout_and_reward_s": t1 - t0, "perf/update_s": t3 - t2, "perf/step_s": t3 - t0,
-                          "perf/ref_logprob_s": times["perf/ref_logprob_s"], "build_batch_s": t2 - t1,
+                          "perf/logprob_s": logprob_s, "build_batch_s": t2 - t1,
+                          "learner_times": {k: float(v) for k, v in times.items()},
                           "generated_tokens": int(r.lengths.sum()), "rows": int(r.tokens.shape[0]),
                           "prompt_bucket": int(r.prompt_tokens.shape[1]),
+                          "prompt_lengths": [int(r.prompt_lengths.min()), int(r.prompt_lengths.max())],
                           "response_length": float(r.lengths.mean()), "reward_mean": float(scored.rewards.mean()),
                           "loss": update.get("loss")})
         timed = steps[spec["warmup"]:]
         mean = {k: float(np.mean([s[k] for s in timed]))
-                for k in ("perf/rollout_and_reward_s", "perf/ref_logprob_s", "perf/update_s", "perf/step_s",
+                for k in ("perf/rollout_and_reward_s", "perf/logprob_s", "perf/update_s", "perf/step_s",
                           "build_batch_s", "generated_tokens", "response_length")}
         rows, bucket = timed[-1]["rows"], timed[-1]["prompt_bucket"]
         info.update(mean)
+        info["perf/ref_logprob_s"] = mean["perf/logprob_s"]   # the old key, for readers of earlier JSON
         info["rollout_tokens_per_s"] = mean["generated_tokens"] / mean["perf/rollout_and_reward_s"]
+        info["step_generated_tokens_per_s"] = mean["generated_tokens"] / mean["perf/step_s"]
         info["rollout_padded_tokens_per_s"] = rows * spec["new_tokens"] / mean["perf/rollout_and_reward_s"]
         info["update_tokens_per_s"] = rows * (bucket + spec["new_tokens"]) / mean["perf/update_s"]  # padded rows
         info["rows"], info["prompt_bucket"] = rows, bucket
+        info["prompt_lengths"] = timed[-1]["prompt_lengths"]
         info["steps"] = steps
         info["decode_traces"] = learner.sampler.trace_counts["decode"]
-        stats = jax.devices()[0].memory_stats() or {}
-        info["peak_mem_bytes"] = stats.get("peak_bytes_in_use")
         info["status"] = "ok"
     except Exception as e:  # noqa: BLE001
         info["status"] = "OOM" if is_oom(e) else "error"
         info["error"] = one_line(e)
     finally:
+        try:
+            info.update(device_memory())   # also after an OOM: how far it got
+        except Exception:  # noqa: BLE001
+            pass
         if learner is not None:
             learner.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return info
+
+
+# ============================================================================ worker: HF TRL GRPOTrainer peer
+
+
+def byte_tokenizer_hf():
+    """A transformers tokenizer with shared.data's byte ids (pad 0, bos 1, eos 2, byte b -> b + 3) built in code (no
+    download): a byte-level BPE without merges, BOS prepended by its post-processor."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    byte_chars = pre_tokenizers.ByteLevel.alphabet()   # the 256 printable stand-ins of the bytes
+    # the GPT-2 byte -> character table (the same as the alphabet, ordered by byte)
+    table = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = table[:], 0
+    for b in range(256):
+        if b not in table:
+            table.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    byte_to_char = {b: chr(c) for b, c in zip(table, chars)}
+    assert set(byte_to_char.values()) == set(byte_chars)
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, **{byte_to_char[b]: b + 3 for b in range(256)}}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                       special_tokens=[("<s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                   padding_side="left")
+
+
+def run_trl(spec: dict) -> dict:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")   # shared.rl.tasks imports jax: keep it off the GPU
+    # One GPU: GRPOTrainer refuses nn.DataParallel over several visible GPUs (set before torch starts CUDA).
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or "," in visible:
+        os.environ["CUDA_VISIBLE_DEVICES"] = (visible or "0").split(",")[0]
+    import torch
+    import transformers
+
+    cuda = torch.cuda.is_available()
+    info: dict[str, Any] = {"device": torch.cuda.get_device_name(0) if cuda else (platform.processor() or "cpu"),
+                            "platform": "gpu" if cuda else "cpu", "torch": torch.__version__,
+                            "transformers": transformers.__version__, "torch_cuda": torch.version.cuda,
+                            "device_count": torch.cuda.device_count() if cuda else 1, "spec": spec,
+                            "trl": _version("trl"), "datasets": _version("datasets"),
+                            "accelerate": _version("accelerate")}
+    workdir = tempfile.mkdtemp(prefix="bench_decode_trl_")
+    try:
+        from datasets import Dataset
+        from transformers import AutoModelForCausalLM, Qwen2Config, TrainerCallback
+        from trl import GRPOConfig, GRPOTrainer
+
+        from shared.rl.tasks import checker
+
+        torch.manual_seed(0)
+        m = model_fields(spec["shape"])
+        b, g, t, p = spec["prompts"], spec["group"], spec["new_tokens"], spec.get("prompt_len") or 0
+        micro = spec["micro_batch"]
+        if (b * g) % micro:
+            raise ValueError(f"--trl_micro_batch={micro} does not divide B x G = {b * g}")
+        tokenizer = byte_tokenizer_hf()
+        examples = grpo_examples(2000, 0, p)
+        lengths = {len(tokenizer(e["prompt"])["input_ids"]) for e in examples[:256]}
+        if p and lengths != {p}:
+            raise RuntimeError(f"prompts tokenize to {sorted(lengths)} tokens, expected {p}")
+        info["prompt_tokens"] = sorted(lengths)[:8]
+        hf_config = Qwen2Config(
+            vocab_size=m["vocab_size"], hidden_size=m["d_model"], intermediate_size=m["d_ff"],
+            num_hidden_layers=m["n_layers"], num_attention_heads=m["n_heads"], num_key_value_heads=m["n_kv_heads"],
+            max_position_embeddings=max(2048, prompt_bucket(p or 32) + t),
+            tie_word_embeddings=m.get("tie_embeddings", True), rms_norm_eps=1e-6,
+            bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        # Saved and named by path, as TRL is normally used: it loads the policy and builds the reference from it
+        # (fp32 weights, as its default; bf16 autocast from GRPOConfig.bf16 on GPU).
+        model_dir = os.path.join(workdir, "model")
+        AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32).save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+        check = checker("rl/arithmetic")
+
+        def task_reward(prompts, completions, answer, **_):
+            return [float(check({"answer": a}, c)) for a, c in zip(answer, completions)]
+
+        steps = spec["warmup"] + spec["steps"]
+        args = GRPOConfig(
+            output_dir=os.path.join(workdir, "out"), per_device_train_batch_size=micro,
+            gradient_accumulation_steps=b * g // micro,   # one optimizer step per B x G rollout batch, as ours
+            num_generations=g, max_completion_length=t, temperature=1.0, beta=spec["kl_coef"], num_iterations=1,
+            learning_rate=1e-6, lr_scheduler_type="constant", warmup_steps=0, max_steps=steps, logging_steps=1,
+            save_strategy="no", report_to="none", disable_tqdm=True, seed=0, bf16=cuda, use_cpu=not cuda,
+            dataloader_num_workers=0)
+        train = Dataset.from_list([{"prompt": e["prompt"], "answer": e["answer"]} for e in examples])
+        trainer = GRPOTrainer(model=model_dir, reward_funcs=task_reward, args=args, train_dataset=train,
+                              processing_class=tokenizer)
+        info["attention"] = trainer.model.config._attn_implementation
+        info["params"] = int(sum(x.numel() for x in trainer.model.parameters()))
+        info["param_dtype"] = str(next(trainer.model.parameters()).dtype)
+        info["gradient_checkpointing"] = bool(args.gradient_checkpointing)
+        info["generation_batch_size"] = args.generation_batch_size
+        info["micro_batch"] = micro
+        sync = torch.cuda.synchronize if cuda else (lambda: None)
+        bucket: dict[str, float] = {}
+
+        def timed(fn, name, no_grad_only=False):
+            def wrapper(*a, **kw):
+                if no_grad_only and torch.is_grad_enabled():
+                    return fn(*a, **kw)
+                sync()
+                start = time.perf_counter()
+                out = fn(*a, **kw)
+                sync()
+                bucket[name] = bucket.get(name, 0.0) + time.perf_counter() - start
+                return out
+            return wrapper
+
+        trainer._generate = timed(trainer._generate, "generate_s")
+        trainer._calculate_rewards = timed(trainer._calculate_rewards, "reward_s")
+        trainer._get_per_token_logps_and_entropies = timed(trainer._get_per_token_logps_and_entropies,
+                                                           "logprob_s", no_grad_only=True)
+        trainer._generate_and_score_completions = timed(trainer._generate_and_score_completions, "score_s")
+        records: list[dict] = []
+
+        class Timer(TrainerCallback):
+            last = None
+
+            def on_train_begin(self, args, state, control, **kwargs):
+                sync()
+                Timer.last = time.perf_counter()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                sync()
+                now = time.perf_counter()
+                records.append({"step_s": now - Timer.last, **bucket})
+                bucket.clear()
+                Timer.last = now
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if records and logs and "train_runtime" not in logs:   # not the end-of-training summary
+                    records[-1].setdefault("logs", {}).update(
+                        {k: v for k, v in logs.items() if isinstance(v, (int, float))})
+
+        trainer.add_callback(Timer())
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        trainer.train()
+        steps_out = []
+        for rec in records:
+            logs = rec.get("logs", {})
+            mean_len = logs.get("completions/mean_length")
+            gen = rec.get("generate_s", 0.0)
+            steps_out.append({
+                "perf/step_s": rec["step_s"], "perf/rollout_and_reward_s": gen + rec.get("reward_s", 0.0),
+                "perf/logprob_s": rec.get("logprob_s", 0.0), "perf/update_s": rec["step_s"] - rec.get("score_s", 0.0),
+                "generate_s": gen, "score_s": rec.get("score_s", 0.0),
+                "generated_tokens": mean_len * b * g if mean_len is not None else None,
+                "response_length": mean_len, "reward_mean": logs.get("reward"), "kl": logs.get("kl"),
+                "loss": logs.get("loss"), "trl_step_time": logs.get("step_time")})
+        if len(steps_out) != steps:
+            raise RuntimeError(f"TRL ran {len(steps_out)} optimizer steps, expected {steps}")
+        timed_steps = steps_out[spec["warmup"]:]
+        for key in ("perf/rollout_and_reward_s", "perf/logprob_s", "perf/update_s", "perf/step_s", "generate_s",
+                    "generated_tokens", "response_length"):
+            values = [s[key] for s in timed_steps if s[key] is not None]
+            info[key] = float(statistics.mean(values)) if values else None
+        if info["generated_tokens"]:
+            info["rollout_tokens_per_s"] = info["generated_tokens"] / info["perf/rollout_and_reward_s"]
+            info["step_generated_tokens_per_s"] = info["generated_tokens"] / info["perf/step_s"]
+        info["rows"], info["prompt_bucket"] = b * g, p or None
+        info["steps"] = steps_out
+        info["peak_mem_bytes"] = torch.cuda.max_memory_allocated() if cuda else None
+        info["peak_mem_bytes_per_device"] = [info["peak_mem_bytes"]]
+        info["peak_mem_reserved_bytes"] = torch.cuda.max_memory_reserved() if cuda else None
+        info["status"] = "ok"
+    except Exception as e:  # noqa: BLE001
+        info["status"] = "OOM" if is_oom(e) else "error"
+        info["error"] = one_line(e)
+        if cuda:
+            info["peak_mem_bytes"] = torch.cuda.max_memory_allocated()
+    finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return info
 
@@ -488,6 +803,8 @@ def worker_main(kind: str, spec_json: str) -> int:
         result = run_ours(spec)
     elif kind == "grpo":
         result = run_grpo(spec)
+    elif kind == "trl":
+        result = run_trl(spec)
     else:
         result = run_hf(dict(spec, impl=kind))
     result["env"] = {name: os.environ[name] for name in WORKER_ENV if name in os.environ}
@@ -626,22 +943,61 @@ def measured_floor_table(payload: dict) -> str:
             f"{limits['peak_flops'] / 1e12:.3g} TFLOP/s):\n\n" + markdown_table(header, rows))
 
 
+def gib(x: float | None) -> str:
+    return "-" if x is None else f"{x / 2**30:.1f}"
+
+
+def grpo_mesh_cell(r: dict) -> str:
+    if r.get("impl") == "trl":
+        return "torch, 1 GPU" if r.get("platform") == "gpu" else "torch, cpu"
+    def axes(mesh):
+        return ", ".join(f"{k}={v}" for k, v in (mesh or {}).items() if v != 1) or "1 device"
+
+    preset = r.get("mesh_preset") or (r.get("spec") or {}).get("mesh") or ""
+    text = f"{preset} ({axes(r.get('mesh'))})" if preset else axes(r.get("mesh"))
+    rollout = r.get("rollout_mesh")
+    if isinstance(rollout, dict) and rollout != r.get("mesh"):
+        text += f"; rollout {axes(rollout)}"
+    return text
+
+
+def grpo_micro_cell(r: dict) -> str:
+    if r.get("impl") == "trl":
+        return f"{r['micro_batch']} rows" if r.get("micro_batch") else "-"
+    value = r.get("micro_batch_tokens")
+    return "-" if value is None else (fmt_tok(value) if isinstance(value, (int, float)) else str(value))
+
+
 def grpo_table(results: list[dict]) -> str:
-    header = ["shape", "B x G", "new tokens", "rollout+reward s", "ref logprob s", "update s", "step s",
-              "rollout tok/s", "mean response len", "update tok/s (padded)", "warm-up steps s", "status / error"]
+    header = ["shape", "impl", "B x G", "prompt (bucket)", "new tokens", "rollout+reward s", "log-probs s",
+              "update s", "step s", "gen tok/s (rollout)", "gen tok/s (step)", "mean response len",
+              "peak GiB/device (max; each)", "mesh", "micro-batch tokens", "warm-up steps s", "status / error"]
     rows = []
     for r in results:
         ok = r.get("status") == "ok"
+        spec = r.get("spec") or r
 
-        def sec(key):
-            return f"{r[key]:.3f}" if ok else "-"
+        def sec(*keys):
+            value = next((r[k] for k in keys if r.get(k) is not None), None)
+            return f"{value:.3f}" if ok and value is not None else "-"
 
-        rows.append([r["shape"], f"{r['prompts']} x {r['group']}", str(r["new_tokens"]),
-                     sec("perf/rollout_and_reward_s"), sec("perf/ref_logprob_s"), sec("perf/update_s"),
-                     sec("perf/step_s"), fmt_tok(r.get("rollout_tokens_per_s")) if ok else "-",
-                     f"{r['response_length']:.1f}" if ok else "-",
-                     fmt_tok(r.get("update_tokens_per_s")) if ok else "-",
-                     ", ".join(f"{s['perf/step_s']:.1f}" for s in r["steps"][:r["warmup"]]) if ok else "-",
+        peaks = r.get("peak_mem_bytes_per_device") or []
+        mem = gib(r.get("peak_mem_bytes"))
+        if len(peaks) > 1 and any(x is not None for x in peaks):
+            mem += " (" + " / ".join(gib(x) for x in peaks) + ")"
+        prompt_len = spec.get("prompt_len") or 0
+        bucket = r.get("prompt_bucket")
+        prompt = (f"{prompt_len} ({bucket})" if prompt_len else f"task ({bucket})") if bucket else (
+            str(prompt_len) if prompt_len else "task")
+        warm = r.get("steps", [])[:r.get("warmup", spec.get("warmup", 0))] if ok else []
+        rows.append([r["shape"], r.get("impl", "ours"), f"{r['prompts']} x {r['group']}", prompt,
+                     str(r["new_tokens"]), sec("perf/rollout_and_reward_s"),
+                     sec("perf/logprob_s", "perf/ref_logprob_s"), sec("perf/update_s"), sec("perf/step_s"),
+                     fmt_tok(r.get("rollout_tokens_per_s")) if ok else "-",
+                     fmt_tok(r.get("step_generated_tokens_per_s")) if ok else "-",
+                     f"{r['response_length']:.1f}" if ok and r.get("response_length") is not None else "-",
+                     mem, grpo_mesh_cell(r), grpo_micro_cell(r),
+                     ", ".join(f"{s['perf/step_s']:.1f}" for s in warm) or "-",
                      "ok" if ok else f"{r.get('status')}: {(r.get('error') or '')[:160]}".replace("|", "/")])
     return markdown_table(header, rows)
 
@@ -665,8 +1021,13 @@ def render_markdown(payload: dict) -> str:
         measured = measured_floor_table(payload)
         lines += ([measured, ""] if measured else []) + ["Details:", "", decode_details(payload["decode"])]
     if payload.get("grpo"):
-        lines += ["", "GRPO step (RLLearner, mean over the timed steps; perf/ref_logprob_s = behaviour + reference "
-                      "log-prob forwards; rollout tok/s = generated tokens / rollout_and_reward_s):", "",
+        lines += ["", "GRPO step (ours: RLLearner; trl: TRL GRPOTrainer with HF generate; mean over the timed "
+                      "steps after the warm-up steps). log-probs = the no-grad log-prob passes before the update "
+                      "(ours: behaviour + reference, perf/logprob_s; trl: reference only, since with one iteration "
+                      "it reuses the policy's own log-probs); update = the optimizer step(s) with their "
+                      "forward/backward; "
+                      "gen tok/s = generated tokens / rollout+reward s (rollout) or / step s (step); peak GiB = "
+                      "peak bytes in use per device (JAX memory_stats; torch max_memory_allocated):", "",
                   grpo_table(payload["grpo"])]
     return "\n".join(lines)
 
@@ -714,8 +1075,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="untimed first steps (default 2: the Trainer's update step compiles twice, at steps 1 and 2)")
     p.add_argument("--grpo_steps", type=int, default=None, help="timed steps (default 5; tiny 2)")
     p.add_argument("--grpo_kl_coef", type=float, default=0.04,
-                   help="rl.kl_coef (GRPO paper 0.04): > 0 adds the reference forward to perf/ref_logprob_s")
-    p.add_argument("--grpo_remat", default="none", help="model.remat of the policy (none | full | dots | dots_all)")
+                   help="rl.kl_coef (GRPO paper 0.04): > 0 adds the reference forward to perf/logprob_s")
+    p.add_argument("--grpo_remat", default="full", help="model.remat of the policy (none | full | dots | dots_all)")
+    p.add_argument("--grpo_prompt_len", type=int, default=0,
+                   help="prompts of exactly N tokens (BOS + N-1 bytes: the task prompt left-padded with filler "
+                        "text); 0 = the task's own short prompts")
+    p.add_argument("--grpo_mesh", default="",
+                   help="mesh preset of the learner (tpu_configs/presets.py: auto = every local device on fsdp); "
+                        "default gpu_1 on GPU, cpu_1 on CPU")
+    p.add_argument("--grpo_micro_batch_tokens", type=int, default=0,
+                   help="rl.micro_batch_tokens (tokens per micro-batch of the log-prob passes and the update; 0 = "
+                        "auto from device memory)")
+    p.add_argument("--grpo_rollout_max_rows", type=int, default=0,
+                   help="rl.rollout_max_rows (rows per sampler call; 0 = auto)")
+    p.add_argument("--grpo_rollout_mesh", default="",
+                   help="rl.rollout_mesh: '' = decode on the training mesh with its fsdp-sharded weights; tensor = "
+                        "a resharded tensor-parallel bf16 copy for decoding (data: replicated weights, where the "
+                        "learner has it)")
+    p.add_argument("--grpo_peers", default="",
+                   help=f"comma list of: {', '.join(GRPO_PEERS)} (TRL GRPOTrainer, HF generate; '' = none)")
+    p.add_argument("--trl_micro_batch", type=int, default=None,
+                   help="trl: per_device_train_batch_size (rows per forward/backward; gradient accumulation makes "
+                        "one optimizer step per B x G batch); default 16, capped at B x G")
+    p.add_argument("--trl_warmup", type=int, default=1, help="trl: untimed first steps")
     p.add_argument("--out", default="", help="JSON path; the markdown tables go beside it with .md")
     p.add_argument("--render", default="", help="only rewrite the .md beside this JSON (written by this tool)")
     p.add_argument("--log_dir", default="", help="worker logs (default: <out>_logs or a temp folder)")
@@ -755,8 +1137,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--{name} must be >= 1")
     if any(b < 1 for b in args.batches):
         p.error(f"--batches: every batch size must be >= 1, got {args.batches}")
-    if args.grpo_warmup < 0:
-        p.error("--grpo_warmup must be >= 0")
+    if args.grpo_warmup < 0 or args.trl_warmup < 0:
+        p.error("--grpo_warmup and --trl_warmup must be >= 0")
+    for name in ("grpo_prompt_len", "grpo_micro_batch_tokens", "grpo_rollout_max_rows"):
+        if getattr(args, name) < 0:
+            p.error(f"--{name} must be >= 0")
+    if args.grpo_mesh:
+        from tpu_configs.presets import PRESETS   # plain dicts: no jax in the parent
+
+        if args.grpo_mesh not in PRESETS:
+            p.error(f"--grpo_mesh: unknown preset {args.grpo_mesh!r} (known: {', '.join(PRESETS)})")
+    args.grpo_peers = csv_list(args.grpo_peers)
+    for peer in args.grpo_peers:
+        if peer not in GRPO_PEERS:
+            p.error(f"--grpo_peers: unknown value {peer!r} (known: {', '.join(GRPO_PEERS)})")
+    rows = args.grpo_prompts * args.grpo_group
+    args.trl_micro_batch = args.trl_micro_batch or min(16, rows)
+    if "trl" in args.grpo_peers and rows % args.trl_micro_batch:
+        p.error(f"--trl_micro_batch={args.trl_micro_batch} must divide B x G = {rows}")
     if args.skip_decode and not args.grpo:
         p.error("--skip_decode without --grpo leaves nothing to run")
     return args
@@ -783,10 +1181,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def save(result: dict, label: str) -> None:
         all_results.append(result)
-        brief = {k: result.get(k) for k in ("status", "error", "perf/step_s")}
+        brief = {k: result.get(k) for k in ("status", "error", "perf/step_s", "peak_mem_bytes")}
         brief["tok/s"] = {key: run.get("tokens_per_s") for key, run in (result.get("runs") or {}).items()}
         print(f"[result] {label} " + json.dumps(brief, default=str), flush=True)
         payload["hardware"] = hardware_record(all_results)
+        for key in ("device_count", "trl", "datasets", "accelerate"):   # beyond train_mfu's record
+            values = sorted({str(r[key]) for r in all_results if r.get(key) is not None})
+            if values:
+                payload["hardware"][key] = values[0] if len(values) == 1 else values
         write_outputs(args.out, payload, render_markdown(payload))
 
     if not args.skip_decode:
@@ -820,13 +1222,26 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.grpo:
         spec = {"shape": args.grpo_shape, "prompts": args.grpo_prompts, "group": args.grpo_group,
-                "new_tokens": args.grpo_new_tokens, "warmup": args.grpo_warmup, "steps": args.grpo_steps,
-                "kl_coef": args.grpo_kl_coef, "remat": args.grpo_remat, "compile_cache": args.compile_cache}
-        result = runner.run("grpo", spec, f"grpo_{args.grpo_shape}")
-        result.update({k: spec[k] for k in ("shape", "prompts", "group", "new_tokens", "warmup", "kl_coef",
-                                            "remat")})
-        payload["grpo"].append(result)
-        save(result, f"grpo {args.grpo_shape}")
+                "new_tokens": args.grpo_new_tokens, "prompt_len": args.grpo_prompt_len, "warmup": args.grpo_warmup,
+                "steps": args.grpo_steps, "kl_coef": args.grpo_kl_coef, "remat": args.grpo_remat,
+                "mesh": args.grpo_mesh, "micro_batch_tokens": args.grpo_micro_batch_tokens,
+                "rollout_max_rows": args.grpo_rollout_max_rows, "rollout_mesh": args.grpo_rollout_mesh,
+                "compile_cache": args.compile_cache}
+        specs = [("ours", "grpo", spec)]
+        if "trl" in args.grpo_peers:
+            specs.append(("trl", "trl", {"shape": args.grpo_shape, "prompts": args.grpo_prompts,
+                                         "group": args.grpo_group, "new_tokens": args.grpo_new_tokens,
+                                         "prompt_len": args.grpo_prompt_len, "warmup": args.trl_warmup,
+                                         "steps": args.grpo_steps, "kl_coef": args.grpo_kl_coef,
+                                         "micro_batch": args.trl_micro_batch}))
+        for impl, kind, worker_spec in specs:
+            name = f"grpo_{args.grpo_shape}" + ("" if impl == "ours" else f"_{impl}")
+            result = runner.run(kind, worker_spec, name)
+            result.update({k: worker_spec[k] for k in ("shape", "prompts", "group", "new_tokens", "warmup",
+                                                       "kl_coef")})
+            result.update(impl=impl, spec=worker_spec, remat=worker_spec.get("remat"))
+            payload["grpo"].append(result)
+            save(result, f"grpo {args.grpo_shape} {impl}")
 
     markdown = render_markdown(payload)
     print()

@@ -55,6 +55,12 @@ SHAPES: dict[str, dict[str, Any]] = {
                  qkv_bias=False, family="llama"),
     "qwen0.5b": dict(d_model=896, n_layers=24, n_heads=14, n_kv_heads=2, head_dim=64, d_ff=4864,
                      vocab_size=151936, qkv_bias=True, family="qwen2", rope_theta=1e6),
+    # Qwen2.5-1.5B and -7B (their config.json). `tie_embeddings` (a model config key) is read by bench.decode's
+    # GRPO / decode workers; this tool's own workers tie the embeddings on every shape.
+    "qwen1.5b": dict(d_model=1536, n_layers=28, n_heads=12, n_kv_heads=2, head_dim=128, d_ff=8960,
+                     vocab_size=151936, qkv_bias=True, family="qwen2", rope_theta=1e6, tie_embeddings=True),
+    "qwen7b": dict(d_model=3584, n_layers=28, n_heads=28, n_kv_heads=4, head_dim=128, d_ff=18944,
+                   vocab_size=152064, qkv_bias=True, family="qwen2", rope_theta=1e6, tie_embeddings=False),
 }
 # Per-shape defaults for --seq / --batch when they are not given (tiny is a CPU plumbing check).
 SHAPE_DEFAULTS = {"tiny": {"seq": 128, "batch": 4}}

@@ -46,3 +46,30 @@ def test_tiny_run_writes_json_and_tables(tmp_path):
     assert payload["device_limits"]["status"] == "ok" and payload["floor_limits"]["source"] == "constants"
     markdown = (tmp_path / "decode.md").read_text()
     assert "| tiny | 2 |" in markdown and "against floors at this device's own measured rates" in markdown
+
+
+def test_grpo_prompts_are_padded_to_the_asked_length():
+    from bench.decode import grpo_examples, prompt_bucket
+
+    examples = grpo_examples(8, 0, 256)
+    plain = grpo_examples(8, 0)
+    assert all(len(e["prompt"].encode()) == 255 for e in examples)        # + BOS = 256 tokens
+    assert [e["answer"] for e in examples] == [e["answer"] for e in plain]
+    assert all(e["prompt"].endswith(p["prompt"]) for e, p in zip(examples, plain))
+    assert prompt_bucket(256) == 256 and prompt_bucket(200) == 256
+    with pytest.raises(ValueError, match="shorter than"):
+        grpo_examples(2, 0, 4)
+
+
+def test_tiny_grpo_row_times_every_phase(tmp_path):
+    out = tmp_path / "grpo.json"
+    subprocess.run([sys.executable, "-m", "bench.decode", "--shapes=tiny", "--grpo", "--skip_decode",
+                    "--grpo_prompt_len=64", "--grpo_warmup=1", "--grpo_steps=1", "--grpo_micro_batch_tokens=128",
+                    f"--out={out}", "--compile_cache="], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    row = json.loads(out.read_text())["grpo"][0]
+    assert row["status"] == "ok", row
+    assert row["prompt_bucket"] == 64 and row["prompt_lengths"] == [64, 64]
+    assert row["micro_batch_tokens"] == 128 and row["rl_keys"]["micro_batch_tokens"] == 128
+    step = row["steps"][-1]
+    assert step["perf/step_s"] >= step["perf/rollout_and_reward_s"] + step["perf/update_s"]
+    assert len(row["peak_mem_bytes_per_device"]) == row["local_device_count"]
