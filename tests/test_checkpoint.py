@@ -1,5 +1,7 @@
-"""shared.checkpoint: round trips, keep-last-K, async, cross-mesh restore, preemption flag, export, errors."""
+"""shared.checkpoint: round trips, keep-last-K, async, cross-mesh restore, preemption flag, export, errors,
+falling back past damaged checkpoints."""
 import os
+import shutil
 import signal
 import time
 
@@ -11,6 +13,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P, SingleDeviceSharding
 
 from shared.checkpoint import (
+    CheckpointDamagedError,
     Checkpointer,
     CheckpointMismatchError,
     export_params,
@@ -270,3 +273,190 @@ def test_restore_unknown_step_lists_steps(tmp_path):
         ckpt.save(1, {"w": jnp.zeros(2)})
         with pytest.raises(FileNotFoundError, match=r"step 7 .*steps on disk: \[1\]"):
             ckpt.restore(7, abstract_like({"w": jnp.zeros(2)}))
+
+
+# ------------------------------------------------------------------ damaged checkpoints: fall back, don't mislabel
+
+def step_state(step):
+    """A state whose every value depends on `step`; `big` (32x32) is stored outside the OCDBT index, in a chunk."""
+    params = jax.tree.map(lambda x: x + step, make_params())
+    big = jnp.asarray(np.random.default_rng(step).normal(size=(32, 32)), jnp.float32)
+    return {"params": params, "big": big, "step": jnp.asarray(step, jnp.int32), "rng": jax.random.key(step)}
+
+
+CONFIG = {"model": {"d_model": 8, "block": "prenorm"}, "optim": {"lr": 0.001}, "train": {"steps": 30}}
+
+
+def save_steps(directory, steps=(10, 20)):
+    with Checkpointer(directory, async_save=False) as ckpt:
+        for step in steps:
+            ckpt.save(step, step_state(step), data_state={"position": step}, config=CONFIG)
+
+
+def state_files(step_dir, under=""):
+    """Files of a step's `state` item under `under` ("d": OCDBT index + inline data; "ocdbt.process_0/d": chunks)."""
+    root = os.path.join(step_dir, "state", under)
+    return [os.path.join(d, f) for d, _, files in os.walk(root) for f in files]
+
+
+def truncate(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 2])
+
+
+def flip_bytes(path, count=8):
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    for i in range(len(data) // 2, len(data) // 2 + count):
+        data[i] ^= 0x5A
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+
+
+def remove(path):
+    shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+
+
+def fallback_lines(err):
+    return [line for line in err.splitlines() if line.startswith("[checkpoint]")]
+
+
+def assert_fell_back_to_10(directory, capsys, reason):
+    """restore_latest gives step 10 exactly as saved, names the damaged step 20 in one line and moves it aside."""
+    with Checkpointer(directory, async_save=False) as ckpt:
+        step, state, data_state = ckpt.restore_latest(abstract_like(step_state(10)), config=CONFIG)
+        assert step == 10
+        assert_trees_equal(state, step_state(10))
+        assert data_state == {"position": 10}
+        lines = fallback_lines(capsys.readouterr().err)
+        assert len(lines) == 1, lines
+        assert lines[0].startswith(f"[checkpoint] {os.path.join(directory, '20')} is damaged (")
+        assert reason in lines[0]
+        assert f"restored {os.path.join(directory, '10')} instead" in lines[0]
+        # moved aside, so the resumed run can save step 20 again (a save of a step on disk is skipped)
+        assert step_dirs(directory) == [10] and os.path.isdir(os.path.join(directory, "20.damaged"))
+        assert ckpt.latest_step() == 10
+        assert ckpt.save(20, step_state(20))
+    return lines[0]
+
+
+def test_restore_latest_skips_a_truncated_newest_checkpoint(tmp_path, capsys):
+    directory = str(tmp_path / "checkpoints")
+    save_steps(directory)
+    for path in state_files(os.path.join(directory, "20"), "d"):
+        truncate(path)
+    line = assert_fell_back_to_10(directory, capsys, "OUT_OF_RANGE")
+    assert "is not valid for value of size" in line
+
+
+@pytest.mark.parametrize("where,reason", [
+    ("d", "DATA_LOSS"),  # the OCDBT index (and small inline arrays): orbax's CRC-32C catches it
+    # a raw array chunk: orbax reads it back as wrong numbers, only the saved checksum catches it
+    ("ocdbt.process_0/d", "array data differs from the checksum saved with it: big"),
+])
+def test_restore_latest_skips_a_newest_checkpoint_with_corrupted_bytes(tmp_path, capsys, where, reason):
+    directory = str(tmp_path / "checkpoints")
+    save_steps(directory)
+    flip_bytes(max(state_files(os.path.join(directory, "20"), where), key=os.path.getsize))
+    assert_fell_back_to_10(directory, capsys, reason)
+
+
+@pytest.mark.parametrize("missing,reason", [
+    ("state/_METADATA", "state metadata missing"),  # raised CheckpointMismatchError blaming the config before
+    ("state/manifest.ocdbt", "NOT_FOUND"),
+    ("state", "item state missing"),  # raised KeyError: "Unknown key: state" before
+    ("data_state", "item data_state missing"),  # restored silently with data_state None before
+])
+def test_restore_latest_skips_a_partial_newest_checkpoint(tmp_path, capsys, missing, reason):
+    directory = str(tmp_path / "checkpoints")
+    save_steps(directory)
+    remove(os.path.join(directory, "20", missing))
+    assert_fell_back_to_10(directory, capsys, reason)
+
+
+def test_restore_latest_when_every_checkpoint_is_damaged_raises_one_error(tmp_path, capsys):
+    directory = str(tmp_path / "checkpoints")
+    save_steps(directory)
+    for path in state_files(os.path.join(directory, "20"), "d"):
+        truncate(path)
+    remove(os.path.join(directory, "10", "state", "_METADATA"))
+    with Checkpointer(directory, async_save=False) as ckpt, pytest.raises(CheckpointDamagedError) as error:
+        ckpt.restore_latest(abstract_like(step_state(10)), config=CONFIG)
+    message = str(error.value)
+    assert f"no checkpoint in {directory} loads" in message
+    assert f"{os.path.join(directory, '20')}: metadata: OUT_OF_RANGE" in message
+    assert f"{os.path.join(directory, '10')}: state metadata missing" in message
+    assert fallback_lines(capsys.readouterr().err) == []
+    assert step_dirs(directory) == [10, 20]  # nothing moved when nothing loads
+
+
+def test_restore_of_a_damaged_step_says_damaged_not_mismatch(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    save_steps(directory)
+    remove(os.path.join(directory, "20", "state", "_METADATA"))
+    with Checkpointer(directory, async_save=False) as ckpt:
+        with pytest.raises(CheckpointDamagedError, match=r"/20 is damaged: state metadata missing"):
+            ckpt.restore(20, abstract_like(step_state(20)))
+        _, data_state = ckpt.restore(10, abstract_like(step_state(10)))
+        assert data_state == {"position": 10}
+
+
+def test_restore_latest_mismatch_names_the_changed_config_keys_and_does_not_fall_back(tmp_path, capsys):
+    directory = str(tmp_path / "checkpoints")
+    save_steps(directory)
+    changed = step_state(10)
+    changed["params"]["embed"]["w"] = jnp.zeros((16, 4), jnp.float32)
+    new_config = {**CONFIG, "model": {**CONFIG["model"], "d_model": 16}, "train": {"steps": 60}}
+    with Checkpointer(directory, async_save=False) as ckpt:
+        with pytest.raises(CheckpointMismatchError) as error:
+            ckpt.restore_latest(abstract_like(changed), config=new_config)
+        message = str(error.value)
+        assert os.path.join(directory, "20", "state") in message
+        assert "the config changed since it was saved: model.d_model 8 -> 16, train.steps 30 -> 60" in message
+        assert "params.embed.w (8, 4) vs (16, 4)" in message
+        with pytest.raises(CheckpointMismatchError, match="its saved config equals the current one, so the code"):
+            ckpt.restore_latest(abstract_like(changed), config=CONFIG)
+        with pytest.raises(CheckpointMismatchError, match=r"no current config was given .*params\.embed\.w"):
+            ckpt.restore_latest(abstract_like(changed))
+    assert fallback_lines(capsys.readouterr().err) == []
+    assert step_dirs(directory) == [10, 20]
+
+
+def test_restore_latest_without_checkpoints_returns_none(tmp_path):
+    with Checkpointer(str(tmp_path / "checkpoints"), async_save=False) as ckpt:
+        assert ckpt.restore_latest(abstract_like(step_state(1))) is None
+
+
+def test_trainer_resumes_from_the_newest_checkpoint_that_loads(tmp_path, capsys):
+    import shared.builtin  # noqa: F401
+    from shared.config.base import base_config
+    from shared.train import Trainer
+
+    c = base_config()
+    c.model.update(vocab_size=384, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=8, d_ff=32,
+                   dtype="float32", remat="none")
+    c.train.update(steps=4, batch_size=2, progress=False, async_checkpoint=False)
+    c.optim.warmup_steps = 1
+    workdir = str(tmp_path / "run")
+    mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1, 1), ("data", "fsdp", "tensor"))
+    trainer = Trainer(c, workdir, mesh=mesh)
+    assert trainer.restored_step is None and trainer.start_step == 0
+    for step in (2, 4):  # checkpoints as fit() writes them, without compiling a training step
+        trainer.state["step"] = jax.device_put(jnp.asarray(step, jnp.int32), trainer.state["step"].sharding)
+        assert trainer.save(step)
+    trainer.close()
+    directory = os.path.join(workdir, "checkpoints")
+    assert step_dirs(directory) == [2, 4]
+    remove(os.path.join(directory, "4", "state", "_METADATA"))
+    capsys.readouterr()
+
+    resumed = Trainer(c, workdir, mesh=mesh)
+    assert resumed.restored_step == 2 and resumed.start_step == 2 and int(resumed.state["step"]) == 2
+    captured = capsys.readouterr()
+    assert fallback_lines(captured.err) == [
+        (f"[checkpoint] {directory}/4 is damaged (state metadata missing); restored {directory}/2 instead "
+         f"(damaged copy moved to {directory}/4.damaged)")]
+    assert f"[train] resumed from {directory}/2 (step 2)" in captured.out
+    resumed.close()

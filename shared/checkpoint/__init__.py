@@ -1,6 +1,8 @@
 """Checkpoints: orbax CheckpointManager for state + data-iterator state + config; async saves,
-keep-last-K, restore onto a different mesh, params-only export, and a SIGTERM preemption flag."""
+keep-last-K, restore onto a different mesh, fall back past damaged checkpoints, params-only export, and a
+SIGTERM / SIGINT preemption flag."""
 from shared.checkpoint.manager import (
+    CheckpointDamagedError,
     Checkpointer,
     CheckpointMismatchError,
     export_params,
@@ -9,6 +11,7 @@ from shared.checkpoint.manager import (
 from shared.checkpoint.preemption import PreemptionFlag, install_preemption_handler
 
 __all__ = [
+    "CheckpointDamagedError",
     "Checkpointer",
     "CheckpointMismatchError",
     "PreemptionFlag",
