@@ -233,3 +233,192 @@ def test_attention_bias_imports_only_with_a_zero_output_bias(tmp_path):
     save_hf(cfg, state, str(tmp_path / "export"))  # attention_bias=True with zero o_proj biases
     exported = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "export")).eval()
     np.testing.assert_allclose(torch_logits(exported), torch_logits(model), atol=1e-4, rtol=1e-4)
+
+
+def test_missing_llama3_original_max_position_falls_back_to_max_position_embeddings(tmp_path):
+    """transformers reads a llama3 rope_scaling without original_max_position_embeddings as max_position_embeddings
+    (64 here, not our default 8192, which would give other logits); so do we."""
+    rope = {k: v for k, v in LLAMA3_ROPE.items() if k != "original_max_position_embeddings"}
+    model = hf_model("Llama", tie_word_embeddings=False, rope_scaling=rope)
+    model.save_pretrained(str(tmp_path), safe_serialization=True)
+    with open(tmp_path / "config.json") as f:
+        config = json.load(f)
+    for key in ("rope_parameters", "rope_scaling"):  # transformers wrote the value it filled in: drop it
+        if isinstance(config.get(key), dict):
+            config[key].pop("original_max_position_embeddings", None)
+    with open(tmp_path / "config.json", "w") as f:
+        json.dump(config, f)
+    assert "original_max_position_embeddings" not in json.dumps(config)
+
+    cfg, state = load_hf(str(tmp_path))
+    assert (cfg.rope_scaling.type, cfg.rope_scaling.original_max_position) == ("llama3", TINY["max_position_embeddings"])
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path)).eval()
+    np.testing.assert_allclose(our_logits(cfg, state), torch_logits(reloaded), atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(torch_logits(reloaded), torch_logits(model), atol=1e-5, rtol=1e-5)
+
+
+MINIMAL = dict(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+
+
+@pytest.mark.parametrize("hf", [
+    dict(model_type="llama", rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                                                "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+    dict(model_type="qwen2", use_sliding_window=True, sliding_window=4),  # max_window_layers: 28 layers full
+    dict(model_type="qwen2", use_sliding_window=True, max_window_layers=0),  # sliding_window: 4096
+    dict(model_type="qwen3"),  # head_dim 128, not hidden_size / heads
+])
+def test_keys_missing_from_config_json_take_transformers_defaults(hf):
+    ours = config_from_hf({**MINIMAL, **hf})
+    theirs = transformers.AutoConfig.for_model(**{**MINIMAL, **hf})
+    rope = theirs.rope_parameters
+    sliding = [t == "sliding_attention" for t in getattr(theirs, "layer_types", None) or ["full_attention"]]
+    assert all(sliding) or not any(sliding)
+    assert ours.head_dim == (getattr(theirs, "head_dim", None) or theirs.hidden_size // theirs.num_attention_heads)
+    assert (ours.n_kv_heads, ours.norm_eps, ours.tie_embeddings, ours.max_seq_len) == (
+        theirs.num_key_value_heads, theirs.rms_norm_eps, theirs.tie_word_embeddings, theirs.max_position_embeddings)
+    assert ours.sliding_window == (theirs.sliding_window if all(sliding) else 0)
+    assert ours.rope_theta == rope["rope_theta"]
+    assert ours.rope_scaling.type == {"default": "none"}.get(rope["rope_type"], rope["rope_type"])
+    if rope["rope_type"] == "llama3":
+        assert ours.rope_scaling.original_max_position == rope["original_max_position_embeddings"]
+
+
+def test_llama3_rope_without_its_required_factors_is_refused_by_name():
+    hf = dict(MINIMAL, model_type="llama", rope_scaling={"rope_type": "llama3", "factor": 8.0})
+    with pytest.raises(ValueError, match="lacks low_freq_factor, high_freq_factor"):
+        config_from_hf(hf)
+
+
+@pytest.mark.parametrize("case, field, ours, hf_text", [
+    ("llama_gqa_untied", "rope_theta", 1000000.0, "rope_theta=10000.0"),
+    ("llama_gqa_untied", "norm_eps", 1e-5, "rms_norm_eps=1e-06"),
+    ("llama_gqa_untied", "tie_embeddings", True, "tie_word_embeddings=False"),
+    ("llama_gqa_untied", "n_kv_heads", 4, "num_key_value_heads=2"),
+    ("llama_gqa_untied", "rope_scaling.type", "llama3", "rope_type='default'"),
+    ("llama3_rope_scaling", "rope_scaling.original_max_position", 8192, "original_max_position_embeddings=8"),
+    ("llama3_rope_scaling", "rope_scaling.factor", 4.0, "factor=8.0"),
+    ("qwen2_sliding_window", "sliding_window", 0, "sliding_window=4"),
+    ("qwen2_qkv_bias_tied", "sliding_window", 8, "no sliding-window layers"),
+    ("qwen3_qk_norm", "qk_norm", False, "model_type='qwen3', which means qk_norm=True"),
+    ("qwen3_qk_norm", "block", "postnorm", "model_type='qwen3', which means block='prenorm'"),
+])
+def test_a_given_config_that_changes_the_math_is_refused_naming_field_and_values(case, field, ours, hf_text,
+                                                                                 checkpoints):
+    """load_hf(dir, cfg) and train.init_from=hf:dir compare the model config with config.json; before, e.g. a
+    different rope_theta or norm eps loaded silently and gave other logits."""
+    import ml_collections
+
+    from shared.config import ConfigError
+    from shared.train.tasks import params_initializer
+
+    folder = checkpoints[case][0]
+    cfg = load_hf(folder)[0].copy_and_resolve_references()
+    group, _, leaf = field.rpartition(".")
+    (cfg[group] if group else cfg)[leaf] = ours
+    expected = f"model.{field}={ours!r} but {os.path.join(folder, 'config.json')} has {hf_text}"
+    with pytest.raises(ConfigError, match=re.escape(expected)) as info:
+        load_hf(folder, cfg)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("load_hf: ") and f"--config.model.{field}=" in message
+
+    config = ml_collections.ConfigDict({"train": {"init_from": f"hf:{folder}"}, "model": cfg})
+    with pytest.raises(ValueError, match=re.escape(f"train.init_from=hf:{folder}: {expected}")):
+        params_initializer(config)(None)
+
+
+def test_rope_theta_and_norm_eps_mismatches_are_all_named_in_one_line(checkpoints):
+    folder = checkpoints["llama_gqa_untied"][0]
+    cfg = load_hf(folder)[0].copy_and_resolve_references()
+    cfg.rope_theta, cfg.norm_eps = 1e6, 1e-5
+    with pytest.raises(ValueError) as info:
+        load_hf(folder, cfg)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "model.norm_eps=1e-05 but" in message and "has rms_norm_eps=1e-06" in message
+    assert "model.rope_theta=1000000.0 but" in message and "has rope_theta=10000.0" in message
+    assert "--config.model.norm_eps=1e-06 --config.model.rope_theta=10000.0" in message
+
+
+@pytest.mark.parametrize("case", ["llama3_rope_scaling", "qwen2_sliding_window"])
+def test_a_matching_config_loads_whatever_its_non_math_fields(case, checkpoints):
+    """dtype, remat, attention, max_seq_len, head chunking, init_std, family and unused rope knobs do not change
+    the function: a config differing only there loads and gives transformers' logits."""
+    folder, reference, _ = checkpoints[case]
+    cfg = load_hf(folder)[0].copy_and_resolve_references()
+    cfg.dtype, cfg.param_dtype, cfg.remat, cfg.attention = "bfloat16", "bfloat16", "dots", "cudnn"
+    cfg.max_seq_len, cfg.head_chunk_tokens, cfg.init_std, cfg.family = 4096, 16, 0.5, "llama"
+    if cfg.rope_scaling.type == "none":
+        cfg.rope_scaling.factor, cfg.rope_scaling.original_max_position = 3.0, 1234
+    loaded, state = load_hf(folder, cfg)
+    assert loaded is cfg
+    np.testing.assert_allclose(our_logits(cfg, state), reference, atol=1e-4, rtol=1e-4)
+
+
+def test_reward_model_backbone_takes_the_checkpoints_tying(checkpoints):
+    """An RM without the "lm" head drops the LM head, so a tied checkpoint loads whatever model.tie_embeddings says
+    (before: a missing lm_head.weight, or a KeyError); a field that changes the math is still refused."""
+    import ml_collections
+
+    from shared.rm import rm_params_initializer
+
+    folder = checkpoints["qwen2_qkv_bias_tied"][0]
+    cfg = load_hf(folder)[0].copy_and_resolve_references()
+    cfg.heads, cfg.tie_embeddings = ["scalar"], False
+    config = ml_collections.ConfigDict({"train": {"init_from": f"hf:{folder}"}, "model": cfg, "seed": 0})
+    replicated = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(jax.devices()[:1]), ("x",)),
+                                            jax.sharding.PartitionSpec())
+    abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated),
+                            nnx.split(nnx.eval_shape(lambda: build_model(cfg)))[1].to_pure_dict())
+    params = rm_params_initializer(config)(abstract)
+    embed = load_file(os.path.join(folder, "model.safetensors"))["model.embed_tokens.weight"]
+    np.testing.assert_array_equal(np.asarray(params["embed"]), embed)
+    assert set(params["heads"]) == {"scalar"}
+
+    cfg.norm_eps = 1e-5
+    with pytest.raises(ValueError, match=re.escape(f"train.init_from=hf:{folder}: model.norm_eps=1e-05 but")):
+        rm_params_initializer(config)(abstract)
+
+
+def test_a_given_config_is_checked_against_any_config_json_or_refused(checkpoints, tmp_path):
+    """A float32-rounded eps in config.json is the same eps; a config.json we cannot map (here yarn RoPE) cannot
+    vouch for the given config, so it is refused instead of loading weights into another function."""
+    import shutil
+
+    folder = str(tmp_path / "ckpt")
+    shutil.copytree(checkpoints["llama_gqa_untied"][0], folder)
+    cfg = load_hf(folder)[0].copy_and_resolve_references()
+    with open(os.path.join(folder, "config.json")) as f:
+        hf = json.load(f)
+    hf["rms_norm_eps"], cfg.norm_eps = float(np.float32(1e-5)), 1e-5
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(hf, f)
+    assert load_hf(folder, cfg)[0] is cfg
+
+    hf["rope_parameters"] = {"rope_type": "yarn", "factor": 2.0, "rope_theta": 10000.0,
+                             "original_max_position_embeddings": 32}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(hf, f)
+    with pytest.raises(ValueError, match=r"load_hf: .*config\.json: config\.json rope type 'yarn'.*cannot be checked"):
+        load_hf(folder, cfg)
+
+
+def test_launch_validation_refuses_an_hf_init_that_the_model_config_does_not_match(tmp_path):
+    """The check also runs as a validator, so a mismatch stops the launch before the workdir's config.json is
+    written (a re-run with the fixed model config then needs no --allow_config_change)."""
+    import shared.builtin  # noqa: F401  registers the validators
+    from shared.config import ConfigError, load_config, validate
+
+    config = load_config("experiments/quickstart.py:smoke")
+    checkpoint = config.model.copy_and_resolve_references()
+    checkpoint.rope_theta, checkpoint.norm_eps = 500000.0, 1e-5
+    with open(tmp_path / "config.json", "w") as f:
+        json.dump(hf_config_from(checkpoint), f)
+    config.train.init_from = f"hf:{tmp_path}"
+    with pytest.raises(ConfigError, match=re.escape(
+            f"train.init_from=hf:{tmp_path}: model.norm_eps=1e-06 but {tmp_path}/config.json has rms_norm_eps=1e-05; "
+            f"model.rope_theta=10000.0 but {tmp_path}/config.json has rope_theta=500000.0")):
+        validate(config, jax.device_count())
+    config.model.rope_theta, config.model.norm_eps = 500000.0, 1e-5
+    validate(config, jax.device_count())
+    config.train.init_from = f"hf:{tmp_path / 'not_there'}"  # left to load_hf, which names what is missing
+    validate(config, jax.device_count())

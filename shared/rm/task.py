@@ -125,15 +125,22 @@ def rm_params_initializer(config):
     path = spec[len("hf:"):]
 
     def init(abstract):
+        import os
+
         import ml_collections
 
         from shared.model.convert import load_hf
+        from shared.model.convert.hf import config_from_hf
 
         lm_model = ml_collections.ConfigDict(config.model.to_dict())
         lm_model.heads = ["lm"]
-        _, state = load_hf(path, lm_model)
+        hf_json = os.path.join(path, "config.json")
+        if "lm" not in list(config.model.heads) and os.path.exists(hf_json):
+            with open(hf_json) as f:  # the LM head is dropped, so its tying is the checkpoint's, not a choice
+                lm_model.tie_embeddings = config_from_hf(json.load(f)).tie_embeddings
+        _, state = load_hf(path, lm_model, context=f"train.init_from={spec}")
         params = dict(state.to_pure_dict())
-        lm_head = params.pop("heads").get("lm", {})
+        lm_head = params.pop("heads", {}).get("lm", {})  # tied: no head of its own
         heads = {}
         for name, head in abstract["heads"].items():
             if name == "lm":

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import jax
 
+from shared.config import register_validator
 from shared.registry import TASKS
 from shared.train.trainer import Trainer, write_summary
 
@@ -62,7 +63,9 @@ def run_params(workdir: str, abstract):
 def params_initializer(config):
     """train.init_from -> `init(abstract_params) -> params` for Trainer(init_params=...), or None.
     "hf:<dir>" HF safetensors, "params:<dir>" an export_params folder, "run:<workdir>" another run's latest
-    checkpoint."""
+    checkpoint. With "hf:<dir>", config.model must agree with <dir>/config.json in every field that changes the
+    math (`shared.model.convert.hf.MATH_FIELDS`); a mismatch is a one-line ConfigError naming the fields, both
+    values and the --config.model.* overrides that match the checkpoint (`load_hf(<dir>)` derives its config)."""
     spec = config.train.init_from
     if not spec:
         return None
@@ -71,7 +74,7 @@ def params_initializer(config):
         def init(abstract):
             from shared.model.convert import load_hf
 
-            _, state = load_hf(path, config.model)
+            _, state = load_hf(path, config.model, context=f"train.init_from={spec}")
             return jax.tree.map(lambda x, a: jax.device_put(x, a.sharding), state.to_pure_dict(), abstract)
     elif kind == "params":
         def init(abstract):
@@ -84,6 +87,20 @@ def params_initializer(config):
     else:
         raise ValueError(f"train.init_from={spec!r}: expected 'hf:<dir>', 'params:<dir>' or 'run:<workdir>'")
     return init
+
+
+def check_init_from_hf(config, mesh_shape=None) -> None:
+    """Validator: train.init_from=hf:<dir> with a <dir>/config.json that config.model does not match in a field
+    that changes the math is refused at launch, before the workdir's config.json is written (load_hf checks again
+    when it reads the weights; a <dir> without config.json is left to it)."""
+    spec = config.train.get("init_from", "") if "train" in config else ""
+    if spec.startswith("hf:"):
+        from shared.model.convert.hf import check_hf_config
+
+        check_hf_config(config.model, spec[len("hf:"):], context=f"train.init_from={spec}")
+
+
+register_validator(check_init_from_hf)
 
 
 def finished_summary(workdir: str, config, announce: str = "") -> dict | None:

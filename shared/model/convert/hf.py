@@ -9,6 +9,7 @@ rotate-half layout, so q/k need no permutation.
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Callable
 
@@ -22,6 +23,7 @@ from safetensors.numpy import save_file
 
 from shared import sharding as sh
 from shared.config.base import model_config
+from shared.config.loader import ConfigError
 
 FAMILIES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 SINGLE_FILE = "model.safetensors"
@@ -33,14 +35,41 @@ IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 # ---------------------------------------------------------------- configs
 
 
+# transformers' values (LlamaConfig / Qwen2Config / Qwen3Config, the same in 4.51+ and 5) for keys a config.json
+# may leave out: a missing key means what transformers makes of it, or our model would compute another function.
+HF_DEFAULTS = {
+    "llama": dict(max_position_embeddings=2048, rms_norm_eps=1e-6, tie_word_embeddings=False),
+    "qwen2": dict(max_position_embeddings=32768, rms_norm_eps=1e-6, tie_word_embeddings=False, num_key_value_heads=32,
+                  sliding_window=4096, max_window_layers=28),
+    "qwen3": dict(max_position_embeddings=32768, rms_norm_eps=1e-6, tie_word_embeddings=False, num_key_value_heads=32,
+                  head_dim=128, sliding_window=4096, max_window_layers=28),
+}
+DEFAULT_ROPE_THETA = 10000.0  # transformers' RotaryEmbeddingConfigMixin.default_theta
+# Keys each RoPE type needs (transformers refuses a config without them); original_max_position_embeddings
+# falls back to max_position_embeddings (transformers' standardize_rope_params).
+_ROPE_KEYS = {"linear": ("factor",),
+              "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
+
+
 def _rope_params(hf: dict) -> dict:
     """RoPE settings from either layout: transformers 5 `rope_parameters` (with rope_theta inside) or
-    transformers 4 `rope_theta` + `rope_scaling`."""
+    transformers 4 `rope_theta` + `rope_scaling`, with transformers' defaults for what is missing."""
     params = dict(hf.get("rope_parameters") or {})
     params.update({k: v for k, v in (hf.get("rope_scaling") or {}).items() if k not in params})
-    params.setdefault("rope_theta", hf.get("rope_theta", 10000.0))
+    params.setdefault("rope_theta", hf.get("rope_theta", DEFAULT_ROPE_THETA))
     params["rope_type"] = params.get("rope_type", params.get("type", "default")) or "default"
+    if params["rope_type"] in ("llama3", "yarn", "longrope"):
+        params.setdefault("original_max_position_embeddings", _get(hf, "max_position_embeddings"))
+    missing = [k for k in _ROPE_KEYS.get(params["rope_type"], ()) if params.get(k) is None]
+    if missing:
+        raise ValueError(f"config.json rope type {params['rope_type']!r} lacks {', '.join(missing)} "
+                         "(transformers requires it too)")
     return params
+
+
+def _get(hf: dict, key: str, fallback=None):
+    """hf[key], else transformers' default for the family, else `fallback`."""
+    return hf[key] if key in hf else HF_DEFAULTS.get(hf.get("model_type"), {}).get(key, fallback)
 
 
 def _layer_types(hf: dict) -> list[str]:
@@ -48,8 +77,8 @@ def _layer_types(hf: dict) -> list[str]:
     n = hf["num_hidden_layers"]
     if hf.get("layer_types"):
         return list(hf["layer_types"])
-    sliding = hf.get("use_sliding_window", False) and hf.get("sliding_window")
-    first = hf.get("max_window_layers", 0) or 0
+    sliding = hf.get("use_sliding_window", False) and _get(hf, "sliding_window")
+    first = _get(hf, "max_window_layers", 0) or 0
     return ["sliding_attention" if sliding and i >= first else "full_attention" for i in range(n)]
 
 
@@ -68,13 +97,13 @@ def config_from_hf(hf: dict):
     m.d_model = int(hf["hidden_size"])
     m.n_layers = int(hf["num_hidden_layers"])
     m.n_heads = int(hf["num_attention_heads"])
-    m.n_kv_heads = int(hf.get("num_key_value_heads") or m.n_heads)
-    m.head_dim = int(hf.get("head_dim") or m.d_model // m.n_heads)
+    m.n_kv_heads = int(_get(hf, "num_key_value_heads") or m.n_heads)
+    m.head_dim = int(_get(hf, "head_dim") or m.d_model // m.n_heads)
     m.d_ff = int(hf["intermediate_size"])
     m.mlp, m.norm, m.block, m.causal, m.heads = "swiglu", "rmsnorm", "prenorm", True, ["lm"]
-    m.norm_eps = float(hf.get("rms_norm_eps", 1e-6))
-    m.max_seq_len = int(hf.get("max_position_embeddings", m.max_seq_len))
-    m.tie_embeddings = bool(hf.get("tie_word_embeddings", False))
+    m.norm_eps = float(_get(hf, "rms_norm_eps"))
+    m.max_seq_len = int(_get(hf, "max_position_embeddings"))
+    m.tie_embeddings = bool(_get(hf, "tie_word_embeddings"))
 
     rope = _rope_params(hf)
     m.rope_theta = float(rope["rope_theta"])
@@ -99,13 +128,106 @@ def config_from_hf(hf: dict):
 
     types = _layer_types(hf)
     if all(t == "sliding_attention" for t in types):
-        m.sliding_window = int(hf["sliding_window"])
+        m.sliding_window = int(_get(hf, "sliding_window"))
     elif any(t == "sliding_attention" for t in types):
         raise ValueError(f"config.json layer_types={types}: a mix of sliding and full attention layers is not "
                          "supported (our model.sliding_window applies to every layer)")
     else:
         m.sliding_window = 0
     return m
+
+
+# config.model fields that change the function the model computes, each with the config.json key that sets it.
+# The others (dtype, param_dtype, remat, attention, max_seq_len, head_chunk_*, init_std, heads, block_options)
+# say how we run or train it. family is not compared: the switches below decide the math (it names the export).
+MATH_FIELDS = {
+    "vocab_size": "vocab_size", "d_model": "hidden_size", "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "head_dim": "head_dim",
+    "d_ff": "intermediate_size", "mlp": "hidden_act", "norm": "model_type", "block": "model_type",
+    "causal": "model_type", "norm_eps": "rms_norm_eps", "rope_theta": "rope_theta",
+    "rope_scaling.type": "rope_type", "rope_scaling.factor": "factor",
+    "rope_scaling.low_freq_factor": "low_freq_factor", "rope_scaling.high_freq_factor": "high_freq_factor",
+    "rope_scaling.original_max_position": "original_max_position_embeddings", "qkv_bias": "attention_bias",
+    "qk_norm": "model_type", "tie_embeddings": "tie_word_embeddings", "sliding_window": "sliding_window",
+}
+_SCALING_FIELDS = {"none": (), "linear": ("factor",),
+                   "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position")}
+
+
+def _field(cfg, name: str):
+    """A MATH_FIELDS value of a model config, normalized (rope type 'default'/'' -> 'none', numbers typed)."""
+    if name.startswith("rope_scaling."):
+        scaling = cfg.get("rope_scaling")
+        if name == "rope_scaling.type":
+            kind = scaling.type if scaling is not None else "none"
+            return "none" if kind in (None, "", "none", "default") else str(kind)
+        value = scaling[name.split(".", 1)[1]]
+        return int(value) if name.endswith("original_max_position") else float(value)
+    value = cfg[name]
+    return float(value) if name in ("norm_eps", "rope_theta") else value
+
+
+def config_mismatches(cfg, hf_cfg) -> list[tuple[str, object, object]]:
+    """[(field, ours, checkpoint's)] for every MATH_FIELDS field where `cfg` differs from `hf_cfg` (a
+    `config_from_hf` result). tie_embeddings counts only when cfg has the "lm" head (else no head reads it)."""
+    kind = _field(hf_cfg, "rope_scaling.type")
+    out = []
+    for name in MATH_FIELDS:
+        if name.startswith("rope_scaling.") and name != "rope_scaling.type" and (
+                _field(cfg, "rope_scaling.type") != kind or name.split(".", 1)[1] not in _SCALING_FIELDS[kind]):
+            continue  # a type mismatch is reported once; a type's unused knobs do not matter
+        if name == "tie_embeddings" and "lm" not in list(cfg.get("heads", ["lm"])):
+            continue
+        ours, theirs = _field(cfg, name), _field(hf_cfg, name)
+        if isinstance(theirs, float) and not isinstance(ours, str):  # a float32 round trip is no difference
+            same = math.isclose(float(ours), theirs, rel_tol=1e-6)
+        else:
+            same = ours == theirs
+        if not same:
+            out.append((name, ours, theirs))
+    return out
+
+
+def check_config_matches(cfg, hf_cfg, config_path: str, context: str = "load_hf") -> None:
+    """One-line ConfigError (a ValueError) naming each field of `cfg` whose math differs from the checkpoint's
+    config.json (`hf_cfg` = config_from_hf of it), both values, and the overrides that make them agree."""
+    mismatches = config_mismatches(cfg, hf_cfg)
+    if not mismatches:
+        return
+    parts = []
+    for name, ours, theirs in mismatches:
+        key = MATH_FIELDS[name]
+        if key == "model_type" or (name == "qkv_bias" and hf_cfg.family == "qwen2"):
+            has = f"model_type={hf_cfg.family!r}, which means {name}={theirs!r}"
+        elif name == "mlp":
+            has = f"hidden_act='silu', which means mlp={theirs!r}"
+        elif name == "rope_scaling.type":
+            has = f"rope_type={'default' if theirs == 'none' else theirs!r}"
+        elif name == "sliding_window" and not theirs:
+            has = "no sliding-window layers (sliding_window=0)"
+        else:
+            has = f"{key}={theirs!r}"
+        parts.append(f"model.{name}={ours!r} but {config_path} has {has}")
+    flags = " ".join(f"--config.model.{name}={theirs}" for name, _, theirs in mismatches)
+    raise ConfigError(f"{context}: {'; '.join(parts)}. The model config must match the checkpoint's: set "
+                      f"{flags}")
+
+
+def check_hf_config(cfg, path_or_dir: str, context: str = "load_hf") -> None:
+    """When the checkpoint's folder has a config.json: a one-line ConfigError unless `cfg` matches it in every
+    MATH_FIELDS field (check_config_matches), or if it is a config.json that config_from_hf cannot map."""
+    if not os.path.exists(path_or_dir):
+        return  # nothing to check yet (load_hf names what is missing)
+    folder = path_or_dir if os.path.isdir(path_or_dir) else os.path.dirname(path_or_dir)
+    config_path = os.path.join(folder, "config.json")
+    if not os.path.exists(config_path):
+        return
+    with open(config_path) as f:
+        try:
+            hf_cfg = config_from_hf(json.load(f))
+        except ValueError as e:  # then nothing says the given cfg computes what the checkpoint was trained as
+            raise ConfigError(f"{context}: {config_path}: {e}; the model config cannot be checked against it") from None
+    check_config_matches(cfg, hf_cfg, config_path, context)
 
 
 def _check_exportable(cfg) -> None:
@@ -279,12 +401,15 @@ def _read_bf16(file: str, name: str) -> np.ndarray:
 # ---------------------------------------------------------------- load
 
 
-def load_hf(path_or_dir: str, cfg=None, *, mesh=None, dtype=jnp.float32, rules=None):
+def load_hf(path_or_dir: str, cfg=None, *, mesh=None, dtype=jnp.float32, rules=None, context: str = "load_hf"):
     """Reads an HF Llama/Qwen2/Qwen3 checkpoint -> (cfg, nnx.State) shaped like `nnx.split(build_model(cfg))[1]`.
 
     path_or_dir: a folder with config.json and model.safetensors (or sharded with model.safetensors.index.json),
-    or one .safetensors file (config.json is read from its folder when cfg is None). With `mesh`, every array
-    is placed with `shared.sharding.state_shardings` (each device receives only its slice).
+    or one .safetensors file. cfg None: the model config is derived from config.json (`config_from_hf`). A given
+    cfg (e.g. an experiment's config.model) must agree with config.json, when there is one, in every field that
+    changes the math (MATH_FIELDS); a mismatch is a one-line ConfigError naming the fields, both values and the
+    overrides that fix it, prefixed with `context`. With `mesh`, every array is placed with
+    `shared.sharding.state_shardings` (each device receives only its slice).
     """
     from shared.model import build_model  # late: shared.model imports would be circular at package import
 
@@ -295,6 +420,8 @@ def load_hf(path_or_dir: str, cfg=None, *, mesh=None, dtype=jnp.float32, rules=N
             raise FileNotFoundError(f"load_hf: {config_path} not found (pass cfg= to load weights alone)")
         with open(config_path) as f:
             cfg = config_from_hf(json.load(f))
+    else:
+        check_hf_config(cfg, path_or_dir, context)
     files = _TensorFiles(path_or_dir)
     table = _mapping(cfg)
 
