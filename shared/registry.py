@@ -81,3 +81,12 @@ ALL_REGISTRIES: dict[str, Registry] = {
                         TOKENIZERS, ADVANTAGES, POLICY_LOSSES, REWARDS, HOOKS, LOSS_HOOKS, T_SAMPLERS,
                         MASK_SAMPLERS)
 }
+
+# The config key that names each registry's entries (what `--list` shows beside each registry).
+CONFIG_KEYS: dict[str, str] = {
+    "block": "model.block", "norm": "model.norm", "head": "model.heads", "loss": "train.loss",
+    "optimizer": "optim.name", "schedule": "optim.schedule", "task": "task", "dataset": "data.source / rl.task",
+    "tokenizer": "data.tokenizer", "advantage": "rl.advantage", "policy_loss": "rl.policy_loss",
+    "reward": "rl.rewards", "hook": "train.hooks", "loss_hook": "rm.loss_hooks",
+    "t_sampler": "diffusion.t_sampler", "mask_sampler": "diffusion.mask_sampler",
+}

@@ -42,6 +42,23 @@ FIXTURE_PROJECT = textwrap.dedent('''
         with open(os.path.join(workdir, "summary.json"), "w") as f:
             json.dump(summary, f)
         return summary
+
+
+    @registry.TASKS.register("launch_test/signal_self")
+    def signal_self(config, workdir):
+        import signal
+
+        os.kill(os.getpid(), getattr(signal, "SIG" + config.train.kill_signal))   # e.g. during a final sample
+        return {"never": "reached"}
+
+
+    @registry.TASKS.register("launch_test/read_data")
+    def read_data(config, workdir):
+        from shared.data import build_tokenizer
+        from shared.data.pipeline import tokenized_shard
+
+        corpus = tokenized_shard(config, build_tokenizer(config.data, workdir, 512), "train")
+        return {"documents": corpus.num_docs}
 ''')
 
 EXPERIMENT = textwrap.dedent('''
@@ -121,6 +138,8 @@ def test_end_to_end_on_a_dummy_task(fixture_dir, tmp_path):
     (["--config={exp}", "--config.project=no_such_project"], "project: no module 'projects.no_such_project'"),
     (["--config={exp}"], "--config and --workdir are required"),
     (["--config={exp}", "--workdir=x", "--bogus"], "Unknown command line flag 'bogus'"),
+    (["--config=experiments/quickstart.py:nosuch"], "get_config('nosuch') failed: ValueError: "
+                                                    "experiments/quickstart.py: unknown variant 'nosuch'"),
 ])
 def test_bad_input_exits_2_with_one_line(fixture_dir, tmp_path, args, message):
     args = [a.format(exp=fixture_dir / "exp.py") for a in args]
@@ -132,6 +151,65 @@ def test_bad_input_exits_2_with_one_line(fixture_dir, tmp_path, args, message):
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert message in lines[0], lines[0]
     assert not (tmp_path / "run" / "config.json").exists()  # nothing ran
+
+
+def test_rerun_with_another_config_is_refused_unless_the_change_is_allowed(fixture_dir, tmp_path):
+    spec, workdir = f"--config={fixture_dir / 'exp.py'}:smoke", tmp_path / "run"
+    assert launch(fixture_dir, spec, f"--workdir={workdir}", "--config.train.steps=3").returncode == 0
+    first = (workdir / "config.json").read_bytes()
+
+    refused = launch(fixture_dir, spec, f"--workdir={workdir}", "--config.train.steps=5", "--config.optim.lr=0.5")
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "train.steps: 3 -> 5" in lines[0] and "optim.lr: 0.0003 -> 0.5" in lines[0], lines
+    assert "--allow_config_change=optim.lr,train.steps" in lines[0]
+    assert (workdir / "config.json").read_bytes() == first and not (workdir / "config_history.jsonl").exists()
+
+    # the same config again (and another mesh: hardware, not science) is accepted
+    assert launch(fixture_dir, spec, f"--workdir={workdir}", "--config.train.steps=3", "--mesh=cpu_1").returncode == 0
+    allowed = launch(fixture_dir, spec, f"--workdir={workdir}", "--config.train.steps=5", "--mesh=cpu_1",
+                     "--allow_config_change=train")
+    assert allowed.returncode == 0, allowed.stderr
+    history = [json.loads(line) for line in (workdir / "config_history.jsonl").read_text().splitlines()]
+    assert [h["changes"] for h in history] == [{"mesh.preset": {"old": "auto", "new": "cpu_1"}},
+                                               {"train.steps": {"old": 3, "new": 5}}]
+    assert json.loads((workdir / "config.json").read_text())["train"]["steps"] == 5
+
+
+def test_workdir_that_is_a_file_is_one_line(fixture_dir, tmp_path):
+    path = tmp_path / "file"
+    path.write_text("x")
+    result = launch(fixture_dir, f"--config={fixture_dir / 'exp.py'}", f"--workdir={path}")
+    assert result.returncode == 2 and result.stderr.strip() == f"error: --workdir={path} is a file, not a folder"
+
+
+@pytest.mark.parametrize("content,message", [
+    ('{"text": "a"}\n{"text": "b"\n', "data.jsonl:2: invalid JSON"),
+    ("", "gave no"),
+    (None, "does not exist"),
+])
+def test_data_errors_are_one_line_and_leave_no_workdir(fixture_dir, tmp_path, content, message):
+    data = tmp_path / "data.jsonl"
+    if content is not None:
+        data.write_text(content)
+    workdir = tmp_path / "run"
+    result = launch(fixture_dir, f"--config={fixture_dir / 'exp.py'}", f"--workdir={workdir}",
+                    "--config.task=launch_test/read_data", "--config.data.source=jsonl", "--config.data.tokenizer=byte",
+                    f"--config.data.path={data}")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+    assert not workdir.exists()
+
+
+@pytest.mark.parametrize("name,code", [("TERM", 143), ("INT", 130)])
+def test_signal_outside_a_training_loop_is_one_line_and_exit_128_plus_signal(fixture_dir, tmp_path, name, code):
+    result = launch(fixture_dir, f"--config={fixture_dir / 'exp.py'}", f"--workdir={tmp_path / 'run'}",
+                    "--config.task=launch_test/signal_self", f"--config.train.kill_signal={name}")
+    assert result.returncode == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines == [f"interrupted by SIG{name}: checkpoints in the workdir are complete; re-run the same command "
+                     "to resume"], result.stderr
 
 
 def test_list_prints_every_registry(fixture_dir):

@@ -191,6 +191,15 @@ def test_progress_bar_tty_redraws_one_line():
     assert text.count("\r") == 2 and text.endswith("\n") and text.count("\n") == 1
     assert "step 4/4" in text and "ETA 00:00" in text
 
+    # a message (an eval line) stands on a line of its own; the bar is redrawn below it
+    stream = TtyStream()
+    bar = ProgressBar(4, stream=stream, clock=clock)
+    bar.update(1, loss=2.0)
+    bar.message("[eval] step 1: loss 2")
+    bar.close()
+    lines = [line.split("\r")[-1].strip() for line in stream.getvalue().split("\n")]
+    assert "[eval] step 1: loss 2" in lines and lines[-2].startswith("step 1/4")
+
     quiet = io.StringIO()
     off = ProgressBar(4, stream=quiet, enabled=False)
     off.update(1, loss=1.0)

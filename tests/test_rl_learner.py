@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import shared.builtin  # noqa: F401
 from shared.config.base import base_config
@@ -106,3 +107,31 @@ def test_quick_rl_experiment_smoke_runs_end_to_end(tmp_path):
                 "perf/rollout_and_reward_s", "perf/update_s", "train/entropy"):
         assert key in summary, key
     assert os.path.exists(os.path.join(workdir, "sft", "summary.json"))
+
+
+def flaky_reward(prompts, completions, **columns):
+    """Raises whenever a batch holds an addition problem: the manager then scores example by example."""
+    if any("+" in p for p in prompts):
+        raise RuntimeError("judge timed out")
+    return [0.5] * len(prompts)
+
+
+if "test/flaky" not in REWARDS:
+    REWARDS.register("test/flaky", flaky_reward)
+
+
+def test_reward_errors_policy_zero_counts_failures_and_raise_stops(tmp_path):
+    from shared.rewards.core import RewardError
+    from shared.rl.task import rl_task
+
+    config = toy_config(1)
+    config.rl.rewards = [("test/flaky", 1.0)]
+    config.rl.n_eval = 4
+    config.rl.eval_samples = 0
+    config.rl.reward_errors = "zero"
+    summary = rl_task(config, str(tmp_path / "zero"))
+    assert summary["reward/test/flaky/errors"] > 0          # counted per function
+    assert 0 < summary["rl/reward_mean"] < 0.5               # failing examples scored 0, the others 0.5
+    config.rl.reward_errors = "raise"
+    with pytest.raises(RewardError, match="test/flaky"):
+        rl_task(config, str(tmp_path / "raise"))

@@ -184,7 +184,7 @@ def test_memory_knobs_are_validated():
 
     for key, value, message in (("rl.micro_batch_tokens", -1, "must be >= 0"),
                                 ("model.head_chunk_tokens", -5, "must be >= 0"),
-                                ("rl.rollout_mesh", "pipeline", "expected ''")):
+                                ("rl.rollout_mesh", "pipeline", "expected 'auto'")):
         config = scale_config()
         group, name = key.split(".")
         config[group][name] = value

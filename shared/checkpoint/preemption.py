@@ -1,18 +1,23 @@
-"""SIGTERM (TPU/GCE preemption, SLURM, Kubernetes) -> a flag the training loop polls.
+"""SIGTERM (TPU/GCE preemption, SLURM, Kubernetes) and SIGINT (Ctrl-C) -> a flag the training loops poll.
 
 The handler only records the signal: saving from inside a signal handler could interrupt an
-orbax/jax call mid-way. The trainer checks `flag.is_set()` once per step, saves with `force=True`,
-waits for the save and exits cleanly.
+orbax/jax call mid-way. The loops (Trainer.fit, RLLearner.fit) check `flag.agreed()` once per step, save
+with `force=True`, wait for the save and exit with 128 + the signal (143 for SIGTERM, 130 for SIGINT).
 
-Multi-host: each process sees its own signal, possibly at different steps; before acting on the
-flag, all processes must agree on a step (e.g. `jax.experimental.multihost_utils.
-reached_preemption_sync_point(step)` or an all-reduce of the flag), otherwise the collective save
-deadlocks.
+Multi-host: each process sees its own signal, possibly at different steps; `agreed()` is a collective OR of
+the flag over all processes, taken at the same step by every process, so all of them save the same step
+(a save is collective: acting on a per-process flag would deadlock it).
+
+Outside those loops (setup, the final evaluation or sample) shared.launch's `raise_on_signals` turns the same
+signals into `Interrupted`, which it reports as one line with the same exit code: the last checkpoint is
+then complete, and re-running the command resumes (or rebuilds the summary of a finished run).
 """
 from __future__ import annotations
 
 import signal
 import threading
+
+DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class PreemptionFlag:
@@ -25,6 +30,29 @@ class PreemptionFlag:
 
     def is_set(self) -> bool:
         return self.received is not None
+
+    def agreed(self) -> bool:
+        """Whether any process got a signal: a collective when there are several processes (call it at the same
+        step on every process), a plain read otherwise."""
+        import jax
+
+        if jax.process_count() == 1:
+            return self.is_set()
+        import numpy as np
+        from jax.experimental import multihost_utils
+
+        signums = multihost_utils.process_allgather(np.int32(self.received or 0))
+        if self.received is None and np.any(signums):
+            self.received = int(np.max(signums))   # act as the process that got it does
+        return bool(np.any(signums))
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.received or 0)
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.received).name if self.received else ""
 
     def clear(self) -> None:
         self.received = None
@@ -54,6 +82,6 @@ class PreemptionFlag:
         self.uninstall()
 
 
-def install_preemption_handler(signals: tuple[int, ...] = (signal.SIGTERM,)) -> PreemptionFlag:
-    """Install a handler for `signals` (default SIGTERM) that only sets the returned flag."""
+def install_preemption_handler(signals: tuple[int, ...] = DEFAULT_SIGNALS) -> PreemptionFlag:
+    """Install a handler for `signals` (default SIGTERM and SIGINT) that only sets the returned flag."""
     return PreemptionFlag(tuple(signals)).install()

@@ -80,6 +80,9 @@ def rl_config() -> ml_collections.ConfigDict:
     c.n_train = 2000                 # training examples drawn from the task
     c.n_eval = 128                   # test and ood examples for evaluation
     c.rewards = [("task", 1.0)]      # (REWARDS name, weight); "task" = the task's own checker
+    c.reward_errors = "raise"        # a reward function that raises (or returns NaN/inf): "raise" stops the run
+                                     # naming the function and example; "zero" scores it 0 and counts it in
+                                     # reward/<label>/errors
     c.prompts_per_step = 16          # B: prompts per rollout batch
     c.group_size = 8                 # G: samples per prompt
     c.num_iterations = 1             # passes over each rollout batch (mu in GRPO)
@@ -97,9 +100,10 @@ def rl_config() -> ml_collections.ConfigDict:
                                      # log-prob passes take 4x): memory, not science; 0 = from the device's free memory
     c.rollout_max_rows = 0           # rows per sampler call (a larger batch runs in several, same samples); 0 = from
                                      # the device's free memory
-    c.rollout_mesh = ""              # the sampler's weights: "" = the training mesh's (fsdp-sharded) bf16 copy;
+    c.rollout_mesh = "auto"          # the sampler's weights: "" = the training mesh's (fsdp-sharded) bf16 copy;
                                      # "data" = replicated on every device, rows split (no per-step communication);
-                                     # "tensor" = tensor-parallel over every device
+                                     # "tensor" = tensor-parallel over every device; "auto" = "data" on several
+                                     # devices when the copy takes < 1/4 of the free memory, else ""
     c.behaviour_pass = "auto"        # "auto": no separate behaviour log-prob forward when the step makes one update
                                      # from its rollout (the update's forward is on-policy); "always": keep it
     c.dynamic_sampling_max_tries = 4 # DAPO refill: extra rollout batches drawn to replace dropped groups
@@ -180,6 +184,7 @@ def base_config() -> ml_collections.ConfigDict:
                                   # "params:<dir>" (export_params output) or "run:<workdir>"; "" = random init
     c.train.hooks = []            # HOOKS registry names, called on_step / on_eval / on_save
     c.train.diverge_loss = 0.0    # > 0: a finite train loss above this also counts as divergence (sweeps)
-    c.train.kill_at_step = 0      # testing aid: SIGKILL this process right after this step; 0 = off
+    c.train.kill_at_step = 0      # testing aid: signal this process right after this step; 0 = off
+    c.train.kill_signal = "KILL"  # ... with this signal: KILL (no save), TERM or INT (the loop saves, exits 143 / 130)
     c.train.inject_nan_step = -1  # testing aid: make the loss NaN at this step; -1 = off
     return c

@@ -67,7 +67,13 @@ def _call_get_config(get_config, variant: str | None, path: str) -> ml_collectio
     if variant is not None and not takes_argument:
         raise ConfigError(f"config file {path}: get_config() takes no argument, so variant {variant!r} "
                           f"cannot be passed (drop ':{variant}')")
-    config = get_config(variant) if takes_argument else get_config()
+    try:
+        config = get_config(variant) if takes_argument else get_config()
+    except ConfigError:
+        raise
+    except Exception as e:  # e.g. an unknown variant: one line naming the file and the variant, not a traceback
+        raise ConfigError(f"config file {path}: get_config({variant!r}) failed: {type(e).__name__}: "
+                          f"{' '.join(str(e).split())}") from None
     if not isinstance(config, ml_collections.ConfigDict):
         raise ConfigError(f"config file {path}: get_config({variant!r}) returned {type(config).__name__}, "
                           f"expected ml_collections.ConfigDict")

@@ -118,12 +118,18 @@ def check_memory_knobs(config: ml_collections.ConfigDict) -> None:
             present, value = _lookup(config, f"{group}.{key}")
             if present and int(value) < 0:
                 raise ConfigError(f"{group}.{key}={value} must be >= 0 (0 = automatic)")
+    present, value = _lookup(config, "train.kill_signal")
+    if present and str(value).upper() not in ("KILL", "TERM", "INT"):
+        raise ConfigError(f"train.kill_signal={value!r}: expected KILL, TERM or INT")
+    present, value = _lookup(config, "rl.reward_errors")
+    if present and value not in ("raise", "zero"):
+        raise ConfigError(f"rl.reward_errors={value!r}: expected 'raise' or 'zero'")
     present, value = _lookup(config, "rl.behaviour_pass")
     if present and value not in ("auto", "always"):
         raise ConfigError(f"rl.behaviour_pass={value!r}: expected 'auto' or 'always'")
     present, value = _lookup(config, "rl.rollout_mesh")
-    if present and value not in ("", "data", "tensor"):
-        raise ConfigError(f"rl.rollout_mesh={value!r}: expected '' (the training mesh), 'data' or 'tensor'")
+    if present and value not in ("auto", "", "data", "tensor"):
+        raise ConfigError(f"rl.rollout_mesh={value!r}: expected 'auto', '' (the training mesh), 'data' or 'tensor'")
 
 
 def check_model_dims(config: ml_collections.ConfigDict, mesh_shape: dict[str, int]) -> None:

@@ -26,16 +26,18 @@ import importlib
 import json
 import os
 import pkgutil
+import shutil
 import sys
 from typing import Any, Sequence
 
 from absl import flags
 
 from shared.config import ConfigError, load_config, validate, write_config
+from shared.launch.signals import Interrupted, raise_on_signals
 from shared.registry import UnknownNameError
 
 USAGE = ("usage: python -m shared.launch --config=FILE.py[:VARIANT] --workdir=DIR [--mesh=PRESET] "
-         "[--config.KEY=VALUE ...] [--distributed]\n"
+         "[--config.KEY=VALUE ...] [--allow_config_change=KEY,...] [--distributed]\n"
          "       python -m shared.launch --list")
 
 
@@ -49,6 +51,8 @@ def _flag_values() -> flags.FlagValues:
                         flag_values=fv)
     flags.DEFINE_bool("list", False, "print every registry and its names, then exit", flag_values=fv)
     flags.DEFINE_bool("distributed", False, "call jax.distributed.initialize() (multi-host)", flag_values=fv)
+    flags.DEFINE_list("allow_config_change", [], "config keys (or group prefixes) a re-run in an existing workdir may "
+                      "change; the change is recorded in <workdir>/config_history.jsonl", flag_values=fv)
     return fv
 
 
@@ -143,7 +147,7 @@ def import_project(name: str):
 def list_registries(out=sys.stdout) -> int:
     """Prints every registry with its names, after importing the built-ins and every project."""
     import shared.builtin  # noqa: F401
-    from shared.registry import ALL_REGISTRIES
+    from shared.registry import ALL_REGISTRIES, CONFIG_KEYS
     from tpu_configs.presets import PRESETS
 
     status = 0
@@ -155,19 +159,28 @@ def list_registries(out=sys.stdout) -> int:
             status = 1
     for kind, reg in ALL_REGISTRIES.items():
         names = reg.names()
-        print(f"{kind} ({len(names)}): {', '.join(names) or '-'}", file=out)
-    print(f"mesh preset ({len(PRESETS)}): {', '.join(sorted(PRESETS))}", file=out)
+        key = f" [{CONFIG_KEYS[kind]}]" if kind in CONFIG_KEYS else ""
+        print(f"{kind} ({len(names)}){key}: {', '.join(names) or '-'}", file=out)
+    print(f"mesh preset ({len(PRESETS)}) [--mesh / mesh.preset]: {', '.join(sorted(PRESETS))}", file=out)
     return status
 
 
 # ----------------------------------------------------------------------------- main
 
 
+def check_workdir(workdir: str) -> None:
+    if os.path.exists(workdir) and not os.path.isdir(workdir):
+        raise ConfigError(f"--workdir={workdir} is a file, not a folder")
+
+
 def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str | None = None,
-        distributed: bool = False) -> dict | None:
-    """The launch sequence; returns the task's final metrics. Bad input raises ConfigError."""
+        distributed: bool = False, allow_config_change: Sequence[str] = ()) -> dict | None:
+    """The launch sequence; returns the task's final metrics. Bad input raises ConfigError (a task's data errors
+    too); nothing is written into the workdir before the config is validated and checked against the one the
+    workdir was started with, and a first launch that fails on its input leaves no workdir behind."""
     from tpu_configs.presets import get_preset
 
+    check_workdir(workdir)
     config = load_config(config_spec, overrides)
     if mesh:
         config.mesh.preset = mesh
@@ -184,11 +197,24 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
     import shared.builtin  # noqa: F401  registers every built-in
     from shared.registry import TASKS
 
+    from shared.checkpoint import CheckpointDamagedError, CheckpointMismatchError
+    from shared.config import config_to_json
+    from shared.config.integrity import check_workdir_config, record_changes
+    from shared.data.sources import DataError
+
     import_project(config.project)
     validate(config, jax.device_count(), jax.process_count(), platform=jax.default_backend())
+    changes = check_workdir_config(json.loads(config_to_json(config)), workdir, allow_config_change)
+    created = not os.path.exists(workdir)
     if jax.process_index() == 0:
+        record_changes(workdir, changes)
         write_config(config, workdir)
-    return TASKS.get(config.task)(config, workdir)
+    try:
+        return TASKS.get(config.task)(config, workdir)
+    except (DataError, CheckpointMismatchError, CheckpointDamagedError) as e:
+        if created and jax.process_index() == 0:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise ConfigError(" ".join(str(e).split())) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -207,10 +233,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return list_registries()
         if not fv.config or not fv.workdir:
             raise ConfigError(f"--config and --workdir are required ({USAGE.splitlines()[0][len('usage: '):]})")
-        metrics = run(fv.config, fv.workdir, overrides, mesh=fv.mesh, distributed=fv.distributed)
+        with raise_on_signals():
+            metrics = run(fv.config, fv.workdir, overrides, mesh=fv.mesh, distributed=fv.distributed,
+                          allow_config_change=fv.allow_config_change)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"interrupted by {e}: checkpoints in the workdir are complete; re-run the same command to resume",
+              file=sys.stderr, flush=True)
+        return e.exit_code
     if metrics:
         print("final metrics: " + json.dumps(metrics, sort_keys=True, default=str))
     return 0

@@ -2,7 +2,7 @@
 from shared.metrics.flops import (mfu, peak_flops_per_device, training_flops_per_token,
                                   training_flops_per_token_palm)
 from shared.metrics.progress import ProgressBar
-from shared.metrics.writer import METRICS_FILE, MetricsWriter, read_metrics
+from shared.metrics.writer import METRICS_FILE, MetricsWriter, latest_values, read_metrics
 
-__all__ = ["MetricsWriter", "ProgressBar", "read_metrics", "METRICS_FILE", "training_flops_per_token",
+__all__ = ["MetricsWriter", "ProgressBar", "latest_values", "read_metrics", "METRICS_FILE", "training_flops_per_token",
            "training_flops_per_token_palm", "peak_flops_per_device", "mfu"]

@@ -103,6 +103,18 @@ class ProgressBar:
         self.stream.flush()
         self._last_printed = line
 
+    def message(self, line: str) -> None:
+        """A line of its own (an eval result, a notice) above the bar: on a terminal the bar is redrawn below."""
+        if not self.enabled:
+            print(line, flush=True)
+            return
+        if self._is_tty and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self._width = 0
+        self._print(line)
+        if self._is_tty and self._last_line:
+            self._redraw(self._last_line)
+
     def close(self) -> None:
         if not self.enabled:
             return

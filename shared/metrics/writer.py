@@ -169,3 +169,16 @@ def read_metrics(path: str) -> list[dict]:
                 continue
             raise ValueError(f"{path}:{number}: not valid JSON") from None
     return records
+
+
+def latest_values(workdir: str, upto_step: int, keep=lambda key: True) -> dict:
+    """The newest value of every key `keep` accepts among the metrics rows of steps <= upto_step: what a run
+    resumed at upto_step had logged, so its summary matches an uninterrupted run's ({} without metrics)."""
+    path = os.path.join(workdir, METRICS_FILE)
+    if not os.path.exists(path):
+        return {}
+    out: dict = {}
+    for row in read_metrics(path):
+        if row.get("step", 0) <= upto_step:
+            out.update({k: v for k, v in row.items() if k != "step" and keep(k)})
+    return out

@@ -93,7 +93,7 @@ def rl_task(config, workdir: str) -> dict:
 
     tokenizer = build_tokenizer(config.data, workdir, config.model.vocab_size,
                                 train_texts=lambda: [e["prompt"] + e["completion"] for e in train])
-    manager = RewardManager(reward_specs(config))
+    manager = RewardManager(reward_specs(config), on_error=str(rl.get("reward_errors", "raise")))
     learner = RLLearner(config, workdir, tokenizer, train, eval_sets, manager, init_params=init_params)
     print(f"[rl] {rl.advantage}/{rl.policy_loss} on {rl.task}: B={rl.prompts_per_step} G={rl.group_size}, "
           f"steps {learner.start_step}->{config.train.steps}, mesh {dict(learner.mesh.shape)}", flush=True)

@@ -27,7 +27,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from shared import sharding as sh
 from shared.checkpoint import Checkpointer, install_preemption_handler
-from shared.metrics import MetricsWriter, ProgressBar, mfu, peak_flops_per_device, training_flops_per_token
+from shared.metrics import (MetricsWriter, ProgressBar, latest_values, mfu, peak_flops_per_device,
+                            training_flops_per_token)
 from shared.model import attention_implementation, build_model, create_sharded
 from shared.registry import HOOKS
 from shared.train.optim import make_optimizer
@@ -101,12 +102,14 @@ class Trainer:
                                          async_save=config.train.async_checkpoint)
         self.data_state = None
         self.start_step = 0
-        latest = self.checkpointer.latest_step()
-        if latest is not None:
-            abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), self.state)
-            self.state, self.data_state = self.checkpointer.restore(latest, abstract)
+        self.restored_step = None  # the checkpoint step resumed from (None: fresh start); past damaged newer ones
+        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), self.state)
+        restored = self.checkpointer.restore_latest(abstract, config=json.loads(self.config.to_json_best_effort()))
+        if restored is not None:
+            self.restored_step, self.state, self.data_state = restored
             self.start_step = int(self.state["step"])
-            print(f"[train] resumed from {self.checkpointer.directory}/{latest} (step {self.start_step})", flush=True)
+            print(f"[train] resumed from {self.checkpointer.directory}/{self.restored_step} (step {self.start_step})",
+                  flush=True)
         elif init_params is not None:
             abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
             self.state["params"] = init_params(abstract)
@@ -195,6 +198,10 @@ class Trainer:
         if self.data_state is not None and hasattr(train_iter, "set_state"):
             train_iter.set_state(self.data_state)
         self.metrics_writer.truncate_after(self.start_step + 1)  # keep the steps the checkpoint covers
+        if self.start_step:  # a resumed run's summary starts from what it logged before (even with no step left)
+            self.last_train = latest_values(self.workdir, self.start_step,
+                                            lambda k: k.startswith(("train/", "perf/")))
+            self.last_eval = latest_values(self.workdir, self.start_step, lambda k: k.startswith("eval/"))
         seq_len = int(self.config.data.seq_len)
         tokens_per_step = int(cfg.batch_size) * seq_len
         flops_per_token = training_flops_per_token(self.config.model, seq_len)
@@ -238,29 +245,34 @@ class Trainer:
                         row = self.evaluate(eval_batches)
                         self.metrics_writer.write(step, row)
                         self.last_eval = row
+                        if self.is_main:
+                            shown = ", ".join(f"{k[5:]} {v:.4g}" for k, v in row.items()
+                                              if k in ("eval/loss", "eval/ppl", "eval/accuracy"))
+                            progress.message(f"[eval] step {step}: {shown}")
                         for hook in self.hooks:
                             hook.on_eval(self, step, row)
                     if stop_reason:
                         break
                     if step % cfg.checkpoint_every == 0 or step == total:
                         self.save(step, train_iter)
-                    if preempted.is_set():
+                    if preempted.agreed():
                         self.save(step, train_iter, force=True)
                         self.checkpointer.wait()
-                        print(f"[train] SIGTERM: saved step {step} to {self.checkpointer.directory}; exiting",
-                              flush=True)
                         stop_reason = "preempted"
                         break
                     if cfg.kill_at_step and step == cfg.kill_at_step:
                         self.metrics_writer.flush()
-                        os.kill(os.getpid(), signal.SIGKILL)
+                        send_test_signal(cfg)
         finally:
             preempted.uninstall()
             progress.close()
             self.checkpointer.wait()
             self.metrics_writer.flush()
         if stop_reason == "preempted":
-            sys.exit(143)
+            # after the progress bar closed: the line stands on its own
+            print(f"[train] {preempted.name}: saved step {step} to {self.checkpointer.directory}; exiting "
+                  "(re-run the same command to resume)", flush=True)
+            sys.exit(preempted.exit_code)
         summary = {**self.last_train, **self.last_eval, "steps": step, "diverged": bool(stop_reason),
                    "stop_reason": stop_reason or "", "wall_time_s": time.time() - wall_start,
                    "device_kind": device_kind, "num_devices": self.mesh.size,
@@ -285,6 +297,13 @@ class Trainer:
     def close(self):
         self.checkpointer.close()
         self.metrics_writer.close()
+
+
+def send_test_signal(train_cfg) -> None:
+    """train.kill_at_step's signal to this process (testing aid): SIGKILL ends it at once; SIGTERM / SIGINT
+    reach the loop's preemption flag, which saves at the next step boundary and exits."""
+    name = str(train_cfg.get("kill_signal", "KILL")).upper()
+    os.kill(os.getpid(), getattr(signal, f"SIG{name}"))
 
 
 def write_summary(workdir: str, summary: dict) -> None:

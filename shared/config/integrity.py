@@ -1,0 +1,83 @@
+"""A workdir's config is fixed at its first launch, so the workdir never mislabels its own results.
+
+A re-run in a workdir that has a config.json must bring the same config. Differences are refused with one line
+listing each differing key (old -> new), unless `--allow_config_change=KEY[,KEY...]` names them (a key or a
+group prefix: `optim` allows every optim.* key); allowed changes are appended to <workdir>/config_history.jsonl
+with the checkpoint step they take effect at, and config.json then holds the new config. Keys of the hardware
+(mesh.*), the console and checkpoint I/O (train.progress, train.async_checkpoint) and the testing aids
+(train.kill_*) may change freely and are recorded too.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Sequence
+
+from shared.config.loader import ConfigError
+
+HISTORY_FILE = "config_history.jsonl"
+# Changes that move a run, not its science: where it runs, how it prints and saves, and the testing aids.
+FREE_KEYS = ("mesh", "train.progress", "train.async_checkpoint", "train.kill_at_step", "train.kill_signal")
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a.b": value} for every leaf of a JSON-like dict (lists are leaves)."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def config_changes(old: dict, new: dict) -> dict[str, tuple[Any, Any]]:
+    """{key: (old value, new value)} for every key whose value differs (a key missing on one side: None)."""
+    a, b = flatten(old), flatten(new)
+    return {key: (a.get(key), b.get(key)) for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)}
+
+
+def _covered(key: str, patterns: Sequence[str]) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in patterns if p)
+
+
+def _fmt(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else repr(value)
+
+
+def last_checkpoint_step(workdir: str) -> int | None:
+    folder = os.path.join(workdir, "checkpoints")
+    steps = [int(name) for name in os.listdir(folder) if name.isdigit()] if os.path.isdir(folder) else []
+    return max(steps) if steps else None
+
+
+def check_workdir_config(new: dict, workdir: str, allow: Sequence[str] = ()) -> dict[str, tuple[Any, Any]]:
+    """The changes of `new` (the config as JSON data) against <workdir>/config.json: {} for a new workdir or the
+    same config; the allowed changes otherwise. Raises ConfigError (one line) on any change not allowed."""
+    path = os.path.join(workdir, "config.json")
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read the workdir's config ({' '.join(str(e).split())}); "
+                          "use a new --workdir") from None
+    changes = config_changes(old, new)
+    refused = {k: v for k, v in changes.items() if not _covered(k, list(allow) + list(FREE_KEYS))}
+    if refused:
+        listed = "; ".join(f"{k}: {_fmt(a)} -> {_fmt(b)}" for k, (a, b) in refused.items())
+        raise ConfigError(f"workdir {workdir} was started with another config ({listed}). Re-run with its config, "
+                          f"use a new --workdir, or continue with the change: "
+                          f"--allow_config_change={','.join(refused)}")
+    return changes
+
+
+def record_changes(workdir: str, changes: dict[str, tuple[Any, Any]]) -> None:
+    """Appends one line {time, step, changes} to <workdir>/config_history.jsonl."""
+    if not changes:
+        return
+    entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "from_step": last_checkpoint_step(workdir),
+             "changes": {k: {"old": a, "new": b} for k, (a, b) in changes.items()}}
+    with open(os.path.join(workdir, HISTORY_FILE), "a") as f:
+        f.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
