@@ -1088,10 +1088,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "auto from device memory)")
     p.add_argument("--grpo_rollout_max_rows", type=int, default=0,
                    help="rl.rollout_max_rows (rows per sampler call; 0 = auto)")
-    p.add_argument("--grpo_rollout_mesh", default="",
-                   help="rl.rollout_mesh: '' = decode on the training mesh with its fsdp-sharded weights; tensor = "
-                        "a resharded tensor-parallel bf16 copy for decoding (data: replicated weights, where the "
-                        "learner has it)")
+    p.add_argument("--grpo_rollout_mesh", default="auto",
+                   help="rl.rollout_mesh: auto (the learner's default: data on several devices when the copy fits) | "
+                        "'' = decode on the training mesh with its fsdp-sharded weights | data = a replicated bf16 "
+                        "copy, rows split | tensor = a resharded tensor-parallel bf16 copy")
     p.add_argument("--grpo_peers", default="",
                    help=f"comma list of: {', '.join(GRPO_PEERS)} (TRL GRPOTrainer, HF generate; '' = none)")
     p.add_argument("--trl_micro_batch", type=int, default=None,
