@@ -99,3 +99,17 @@ def test_an_allowed_change_the_checkpoint_cannot_take_is_one_line_naming_the_key
     assert rc == 2, out + err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "model.d_model" in lines[0], err
+
+
+def test_sigint_in_sft_saves_the_step_and_resumes(tmp_path):
+    workdir = str(tmp_path / "sft")
+    common = ["--config.train.steps=4", "--config.train.checkpoint_every=100", "--config.train.eval_every=100",
+              "--mesh=cpu_1"]
+    config = "experiments/rl/sft_arithmetic.py:smoke"
+    rc, out, err = launch(workdir, *common, "--config.train.kill_at_step=1", "--config.train.kill_signal=INT",
+                          "--config.train.async_checkpoint=false", config=config)
+    assert rc == 130, out + err
+    assert "Traceback" not in err and "\n[train] SIGINT: saved step 2 to " in "\n" + out, out + err
+    rc, out, err = launch(workdir, *common, config=config)
+    assert rc == 0, out + err
+    assert "(step 2)" in out and summary_of(workdir)["steps"] == 4
