@@ -23,12 +23,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launch(workdir: str, devices: int, extra_env: dict) -> subprocess.Popen:
+def _launch(workdir: str, devices: int, extra_env: dict, *extra_args: str) -> subprocess.Popen:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
            **extra_env}
     return subprocess.Popen([sys.executable, "-m", "shared.launch", f"--config={CONFIG}", f"--workdir={workdir}",
-                             *OVERRIDES], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                             *OVERRIDES, *extra_args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
 
 
 def _final_metrics(proc: subprocess.Popen, name: str) -> dict:
@@ -51,3 +51,18 @@ def test_rl_in_two_processes_equals_one_process(tmp_path):
                 "rl/response_length", "reward/mean"):
         for metrics in multi:
             assert metrics[key] == pytest.approx(single[key], rel=1e-5, abs=1e-9), key
+
+
+def test_sigterm_on_one_process_stops_both_at_the_same_saved_step(tmp_path):
+    """Process 1 alone gets SIGTERM after step 1; the flag is agreed over the processes at step 2, so both save
+    step 2 (a collective save: acting on one process's flag alone would hang) and exit 143."""
+    port = _free_port()
+    workdir = str(tmp_path / "multi")
+    env = [{"JAX_COORDINATOR_ADDRESS": f"localhost:{port}", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(i)}
+           for i in range(2)]
+    plain = _launch(workdir, 4, env[0])
+    signalled = _launch(workdir, 4, env[1], "--config.train.kill_at_step=1", "--config.train.kill_signal=TERM")
+    outs = [p.communicate(timeout=600)[0] for p in (plain, signalled)]
+    assert [plain.returncode, signalled.returncode] == [143, 143], "\n".join(o[-2000:] for o in outs)
+    assert all("[rl] SIGTERM: saved step 2 to " in out for out in outs), outs
+    assert os.path.isdir(os.path.join(workdir, "checkpoints", "2"))
