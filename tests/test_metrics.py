@@ -200,6 +200,14 @@ def test_progress_bar_tty_redraws_one_line():
     lines = [line.split("\r")[-1].strip() for line in stream.getvalue().split("\n")]
     assert "[eval] step 1: loss 2" in lines and lines[-2].startswith("step 1/4")
 
+    # in a log (no terminal) the message does not make close() print the bar's last line again
+    log = io.StringIO()
+    bar = ProgressBar(1, stream=log, clock=clock)
+    bar.update(1, loss=2.0)
+    bar.message("[eval] step 1: loss 2")
+    bar.close()
+    assert [line.split(" [")[0] for line in log.getvalue().splitlines()] == ["step 1/1", "[eval] step 1: loss 2"]
+
     quiet = io.StringIO()
     off = ProgressBar(4, stream=quiet, enabled=False)
     off.update(1, loss=1.0)

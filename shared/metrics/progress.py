@@ -111,9 +111,12 @@ class ProgressBar:
         if self._is_tty and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self._width = 0
+        shown = self._last_printed
         self._print(line)
         if self._is_tty and self._last_line:
             self._redraw(self._last_line)
+        else:
+            self._last_printed = shown   # a log already holds the bar's line: close() need not repeat it
 
     def close(self) -> None:
         if not self.enabled:
