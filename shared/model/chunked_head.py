@@ -143,6 +143,18 @@ def _seq_slice(x, start, size):
     return jax.lax.dynamic_slice_in_dim(x, start, size, axis=1)
 
 
+def _fresh_rows(plan: _Plan, start, i):
+    """bool [Tc]: the positions of chunk i that chunk i-1 did not cover (all but the overlap of the last one)."""
+    return (start + jnp.arange(plan.seq_chunk)) >= i * plan.seq_chunk
+
+
+def _add_rows(dh, start, part):
+    """dh[:, start:start+Tc] += part (overlapped positions get the zeros their masked cotangents gave)."""
+    size = part.shape[1]
+    return jax.lax.dynamic_update_slice_in_dim(dh, _seq_slice(dh, start, size) + part.astype(dh.dtype), start,
+                                               axis=1)
+
+
 def _forward(plan: _Plan, hidden, weight, targets):
     """(target, log_z, mean_logit, max), each float32 [B, T]."""
     b, t = targets.shape
@@ -212,14 +224,12 @@ def _backward(plan: _Plan, residuals, cotangents):
         def chunk(i, carry):
             dh, dw = carry
             start = _chunk_start(t, plan.seq_chunk, i)
-            fresh = (start + jnp.arange(plan.seq_chunk)) >= i * plan.seq_chunk   # rows not done by chunk i-1
+            fresh = _fresh_rows(plan, start, i)
             pick = functools.partial(_seq_slice, start=start, size=plan.seq_chunk)
             gs = [jnp.where(fresh[None, :], pick(g), 0.0) for g in (g_target, g_log_z, g_entropy)]
             dh_chunk, dw_chunk = _chunk_backward(plan, pick(hidden), weight, pick(targets), pick(log_z),
                                                  pick(mean_l), *gs)
-            old = _seq_slice(dh, start, plan.seq_chunk)
-            dh = jax.lax.dynamic_update_slice_in_dim(dh, old + dh_chunk.astype(dh.dtype), start, axis=1)
-            return dh, dw + dw_chunk
+            return _add_rows(dh, start, dh_chunk), dw + dw_chunk
 
         init = (jnp.zeros(hidden.shape, hidden.dtype), jnp.zeros(weight.shape, jnp.float32))
         dh, dw = jax.lax.fori_loop(0, plan.seq_chunks, chunk, init)
@@ -320,16 +330,13 @@ def _xent_sums(plan: _Plan, z_loss: float, hidden, weight, targets, weights, wit
     def chunk(i, carry):
         sums, grads = carry
         start = _chunk_start(t, plan.seq_chunk, i)
-        fresh = (start + jnp.arange(plan.seq_chunk)) >= i * plan.seq_chunk   # rows not done by chunk i-1
-        w = jnp.where(fresh[None, :], _seq_slice(weights, start, plan.seq_chunk), 0.0)
+        w = jnp.where(_fresh_rows(plan, start, i)[None, :], _seq_slice(weights, start, plan.seq_chunk), 0.0)
         part, part_grads = _xent_chunk(plan, _seq_slice(hidden, start, plan.seq_chunk), weight,
                                        _seq_slice(targets, start, plan.seq_chunk), w, z_loss, with_grads)
         sums = tuple(a + b for a, b in zip(sums, part))
         if with_grads:
             dh, dw = grads
-            old = _seq_slice(dh, start, plan.seq_chunk)
-            dh = jax.lax.dynamic_update_slice_in_dim(dh, old + part_grads[0].astype(dh.dtype), start, axis=1)
-            grads = (dh, dw + part_grads[1])
+            grads = (_add_rows(dh, start, part_grads[0]), dw + part_grads[1])
         return sums, grads
 
     if plan.seq_chunks == 1:

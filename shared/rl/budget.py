@@ -65,34 +65,38 @@ def decode_bytes_per_row(m, slots: int) -> int:
     return cache + m.vocab_size * 4 * 6 + slots * _layer_peak_bytes(m)
 
 
-def micro_batch_tokens(config, param_bytes_per_device: int, extra_bytes_per_device: int = 0) -> int:
-    """Tokens per device per micro-batch of the RL update: rl.micro_batch_tokens, or (0) what fits in the
-    device's free memory after the training state (already allocated), its gradients, an optimizer-update
-    workspace, `extra_bytes_per_device` (rollout and reference copies not yet allocated) and the head chunk."""
-    set_by_config = int(config.rl.get("micro_batch_tokens", 0) or 0)
+def _budget(config, key: str, cpu_default: int, from_free_bytes) -> int:
+    """rl.<key> when set (> 0); else from_free_bytes(free bytes of the tightest local device); cpu_default where
+    the backend reports no memory statistics."""
+    set_by_config = int(config.rl.get(key, 0) or 0)
     if set_by_config > 0:
         return set_by_config
     memory = device_memory()
     if memory is None:
-        return CPU_MICRO_BATCH_TOKENS
+        return cpu_default
     limit, in_use = memory
-    free = limit - in_use - 2 * param_bytes_per_device - extra_bytes_per_device - head_chunk_bytes(config.model)
-    tokens = int(USABLE_FRACTION * free) // train_bytes_per_token(config.model)
-    return max(256, tokens // 256 * 256)
+    return from_free_bytes(limit - in_use)
+
+
+def micro_batch_tokens(config, param_bytes_per_device: int, extra_bytes_per_device: int = 0) -> int:
+    """Tokens per device per micro-batch of the RL update: rl.micro_batch_tokens, or (0) what fits in the
+    device's free memory after the training state (already allocated), its gradients, an optimizer-update
+    workspace, `extra_bytes_per_device` (rollout and reference copies not yet allocated) and the head chunk."""
+    def from_free(free: int) -> int:
+        free -= 2 * param_bytes_per_device + extra_bytes_per_device + head_chunk_bytes(config.model)
+        tokens = int(USABLE_FRACTION * free) // train_bytes_per_token(config.model)
+        return max(256, tokens // 256 * 256)
+
+    return _budget(config, "micro_batch_tokens", CPU_MICRO_BATCH_TOKENS, from_free)
 
 
 def rollout_max_rows(config, slots: int, batch_multiple: int) -> int:
     """Rows per sampler call for a cache of `slots` positions: rl.rollout_max_rows, or (0) what fits in the free
     memory now (a multiple of batch_multiple: the sampler splits rows over the mesh's batch axes)."""
-    set_by_config = int(config.rl.get("rollout_max_rows", 0) or 0)
-    if set_by_config > 0:
-        return set_by_config
-    memory = device_memory()
-    if memory is None:
-        return CPU_ROLLOUT_MAX_ROWS
-    limit, in_use = memory
-    rows_per_device = int(USABLE_FRACTION * (limit - in_use)) // decode_bytes_per_row(config.model, slots)
-    return max(1, rows_per_device) * batch_multiple
+    def from_free(free: int) -> int:
+        return max(1, int(USABLE_FRACTION * free) // decode_bytes_per_row(config.model, slots)) * batch_multiple
+
+    return _budget(config, "rollout_max_rows", CPU_ROLLOUT_MAX_ROWS, from_free)
 
 
 def rows_per_micro_batch(tokens_per_device: int, seq_len: int, batch_multiple: int) -> int:

@@ -512,17 +512,17 @@ class RLLearner:
         wall = time.time()
         preempted = install_preemption_handler()
         try:
-            self._loop(steps, progress, preempted)
+            ran_last, ran_evals, stopped_at = self._loop(steps, progress, preempted)
         finally:
             preempted.uninstall()
             progress.close()
             self.trainer.checkpointer.wait()
             writer.flush()
         if preempted.is_set():
-            print(f"[rl] {preempted.name}: saved step {self.stopped_at} to {self.trainer.checkpointer.directory}; "
+            print(f"[rl] {preempted.name}: saved step {stopped_at} to {self.trainer.checkpointer.directory}; "
                   "exiting (re-run the same command to resume)", flush=True)
             sys.exit(preempted.exit_code)
-        last, evals = self._last or last, self._evals or evals
+        last, evals = ran_last or last, ran_evals or evals
         ended = {}
         for hook in self.rl_hooks:
             ended.update(hook.on_fit_end(self))
@@ -533,11 +533,11 @@ class RLLearner:
         return {**before, **started, **last, **evals, **ended, "steps": steps, "wall_time_s": time.time() - wall,
                 "device_kind": jax.devices()[0].device_kind, "num_devices": self.mesh.size}
 
-    def _loop(self, steps: int, progress, preempted) -> None:
+    def _loop(self, steps: int, progress, preempted) -> tuple[dict, dict, int]:
         """RL steps start_step+1 .. steps; after each, a signal (agreed over processes) saves and stops."""
         cfg, rl = self.config, self.rl
         writer = self.trainer.metrics_writer
-        self._last, self._evals = {}, {}
+        last, evals = {}, {}
         for step in range(self.start_step + 1, steps + 1):
             key = jax.random.fold_in(self.rng, step)
             t0 = time.perf_counter()
@@ -565,20 +565,20 @@ class RLLearner:
             if step % cfg.train.log_every == 0 or step == steps:
                 writer.write(step, row)
                 progress.update(step, loss=update.get("loss"), reward=row["rl/reward_mean"])
-            self._last = row
+            last = row
             if self.eval_sets and (step % rl.eval_every == 0 or step == steps):
-                self._evals = self.evaluate()
-                writer.write(step, self._evals)
-                print(f"[rl] step {step}: {self._evals}", flush=True)
+                evals = self.evaluate()
+                writer.write(step, evals)
+                print(f"[rl] step {step}: {evals}", flush=True)
             if step % cfg.train.checkpoint_every == 0 or step == steps:
                 self.trainer.save(step, self.prompts)
             if preempted.agreed():
                 self.trainer.save(step, self.prompts, force=True)
-                self.stopped_at = step
-                return
+                return last, evals, step
             if cfg.train.kill_at_step and step == cfg.train.kill_at_step:
                 writer.flush()
                 send_test_signal(cfg.train)
+        return last, evals, steps
 
     def run_reward_hooks(self, step: int, scored: ScoredBatch) -> dict:
         """Each RL hook's on_rewards in train.hooks order; their metrics merged."""
