@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from shared.sweep import format_override_value, parse_override_args, plan_slots, point_command, run_sweep
-from shared.sweep.runner import visible_gpus
+from shared.sweep.hardware import visible_gpus
 from shared.sweep.table import Point, load_sweep
 
 from conftest import REPO_ROOT as REPO  # noqa: E402

@@ -18,6 +18,7 @@ import time
 from typing import Any, Mapping
 
 from shared.metrics.writer import METRICS_FILE, read_metrics as read_metrics_file
+from shared.sweep.hardware import gpu_names
 from shared.sweep.table import Sweep, config_spec, format_override_value, group_key
 
 LIBRARIES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "grain", "numpy", "ml-collections")
@@ -294,8 +295,6 @@ def library_versions() -> dict:
 
 
 def hardware(rows: list[dict]) -> dict:
-    from shared.sweep.runner import gpu_names  # runner imports this module
-
     summaries = [r["_summary"] for r in rows if r["_summary"]]
     return {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
             "gpus": gpu_names(),

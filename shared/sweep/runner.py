@@ -18,6 +18,7 @@ from collections import deque
 from typing import Any, Iterable, Mapping, Sequence
 
 from shared.sweep import report
+from shared.sweep.hardware import visible_gpus
 from shared.sweep.table import (Point, Sweep, check_override_keys, config_spec, format_override_value,
                                 load_sweep, parse_override_args)
 
@@ -57,35 +58,6 @@ class SweepResult:
 
 
 # -- GPUs -------------------------------------------------------------------------------------------------
-def visible_gpus() -> list[str]:
-    """Ids to put in CUDA_VISIBLE_DEVICES, one per GPU: from that variable if set, else `nvidia-smi -L`."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        ids = []
-        for entry in env.split(","):
-            entry = entry.strip()
-            if not entry or entry.startswith("-"):  # CUDA stops at the first invalid id ("-1" hides all)
-                break
-            ids.append(entry)
-        return ids
-    return [str(i) for i in range(len(gpu_names()))]
-
-
-def gpu_names() -> list[str]:
-    """GPU names from `nvidia-smi -L` ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: ...)"); [] without nvidia-smi."""
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    if out.returncode != 0:
-        return []
-    names = []
-    for line in out.stdout.splitlines():
-        if line.startswith("GPU "):
-            names.append(line.split(":", 1)[1].split("(UUID")[0].strip())
-    return names
-
-
 def plan_slots(gpus: Sequence[str], parallel: int | None, gpus_per_point: int = 1) -> list[str | None]:
     """One entry per concurrently running point: the CUDA_VISIBLE_DEVICES it gets (None = leave as is)."""
     if parallel is not None and parallel < 1:
