@@ -37,13 +37,14 @@ def register_validator(fn: Validator) -> Validator:
 
 
 def validate(config: ml_collections.ConfigDict, num_devices: int, process_count: int = 1,
-             platform: str | None = None) -> dict[str, int]:
+             platform: str | None = None, plan=None) -> dict[str, int]:
     """Raises ConfigError on the first problem; returns the resolved mesh shape {axis: size}.
 
-    `platform` ("cpu" | "gpu" | "tpu"), when given, must match the preset's platform.
+    `platform` ("cpu" | "gpu" | "tpu"), when given, must match the preset's platform. `plan`: the launcher's
+    shared.config.mesh.MeshPlan of config.mesh (built here when not given).
     """
     check_registry_names(config)
-    mesh_shape = check_mesh(config, num_devices, platform)
+    mesh_shape = plan.check(num_devices, platform) if plan is not None else check_mesh(config, num_devices, platform)
     check_model_dims(config, mesh_shape)
     check_batch(config, mesh_shape, process_count)
     check_memory_knobs(config)
@@ -83,31 +84,14 @@ def check_registry_names(config: ml_collections.ConfigDict,
 
 def check_mesh(config: ml_collections.ConfigDict, num_devices: int, platform: str | None = None) -> dict[str, int]:
     """Resolves config.mesh on `num_devices` devices; errors name mesh.preset or the mesh sizes."""
+    from shared.config.mesh import MeshPlan
     from shared.registry import UnknownNameError
-    from tpu_configs.presets import get_preset
 
-    mesh_cfg = config.mesh
     try:
-        preset = get_preset(mesh_cfg.preset)
+        plan = MeshPlan.from_config(config.mesh)
     except UnknownNameError as e:
         raise ConfigError(f"mesh.preset: {e}") from None
-    if platform is not None and preset["platform"] not in ("auto", platform):
-        raise ConfigError(f"mesh.preset: preset {mesh_cfg.preset!r} is for {preset['platform']}, but jax runs on "
-                          f"{platform} (pick a {platform} preset, or --mesh=auto)")
-    expected = preset.get("num_devices")
-    # A preset for fewer devices than present runs on the first ones (shared.sharding.usable_device_count).
-    if expected is not None and expected > num_devices:
-        raise ConfigError(f"mesh.preset: preset {mesh_cfg.preset!r} expects {expected} devices, but only "
-                          f"{num_devices} are present (pick the preset for this machine, or --mesh=auto)")
-    from shared.sharding import resolve_mesh_shape
-
-    try:
-        return resolve_mesh_shape(mesh_cfg, num_devices)
-    except ValueError as e:
-        message = _one_line(e)
-        if not message.startswith("mesh"):
-            message = f"mesh (preset {mesh_cfg.preset!r}): {message}"
-        raise ConfigError(message) from None
+    return plan.check(num_devices, platform)
 
 
 def check_memory_knobs(config: ml_collections.ConfigDict) -> None:

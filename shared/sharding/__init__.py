@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-MESH_AXES = ("data", "fsdp", "tensor")
+from shared.config.mesh import MESH_AXES, MeshPlan  # noqa: F401  (MESH_AXES re-exported)
 
 # Parameter axes.
 VOCAB, EMBED, MLP, HEADS, KV_HEADS, HEAD_DIM, LAYERS, NORM = (
@@ -56,76 +56,16 @@ def merge_rules(overrides: Sequence[Sequence[Any]] = ()) -> tuple[tuple[str, Any
 
 
 def resolve_mesh_shape(mesh_cfg, num_devices: int, platform: str | None = None) -> dict[str, int]:
-    """Sizes of (data, fsdp, tensor) for `num_devices`: the preset's ICI x DCN sizes, with config overrides.
-
-    mesh_cfg.{data,fsdp,tensor}: 0 = the preset's size, -1 = fill with the remaining devices, n = exactly n.
-    Raises ValueError with a one-line message when the sizes cannot tile the devices.
-    """
-    from tpu_configs.presets import get_preset
-
-    preset = get_preset(mesh_cfg.preset)
-    num_devices = usable_device_count(preset, num_devices)
-    ici = dict(preset.get("ici", {}))
-    dcn = dict(preset.get("dcn", {}))
-    sizes = {}
-    for axis in MESH_AXES:
-        override = int(mesh_cfg.get(axis, 0) or 0)
-        if override:
-            sizes[axis] = override
-        else:
-            ici_size = int(ici.get(axis, 1))
-            dcn_size = int(dcn.get(axis, 1))
-            sizes[axis] = -1 if (ici_size == -1 or dcn_size == -1) else ici_size * dcn_size
-    fill = [a for a, s in sizes.items() if s == -1]
-    if len(fill) > 1:
-        raise ValueError(f"mesh: only one axis may be -1 (fill), got {', '.join('mesh.' + a for a in fill)}")
-    for axis, size in sizes.items():
-        if size == 0 or size < -1:
-            raise ValueError(f"mesh.{axis}={size}: sizes must be positive or -1")
-    known = math.prod(s for s in sizes.values() if s != -1)
-    if fill:
-        if num_devices % known:
-            raise ValueError(f"mesh: sizes {_fmt(sizes)} do not divide the {num_devices} devices "
-                             f"(the fixed axes need a multiple of {known})")
-        sizes[fill[0]] = num_devices // known
-    elif known != num_devices:
-        raise ValueError(f"mesh: sizes {_fmt(sizes)} use {known} devices but {num_devices} are present "
-                         f"(preset {mesh_cfg.preset!r}; set one axis to -1 to fill)")
-    return sizes
-
-
-def usable_device_count(preset: dict, available: int) -> int:
-    """A preset that names fewer devices than are present (cpu_1 under 8 fake devices, gpu_1 on a 4-GPU host)
-    uses the first ones; more than present is left to the size check to report."""
-    wanted = preset.get("num_devices")
-    return wanted if wanted and wanted < available else available
-
-
-def _fmt(sizes: dict[str, int]) -> str:
-    return " x ".join(f"{a}={s}" for a, s in sizes.items())
+    """Sizes of (data, fsdp, tensor) for `num_devices` (shared.config.mesh.MeshPlan.sizes)."""
+    return MeshPlan.from_config(mesh_cfg).sizes(num_devices)
 
 
 def make_mesh(mesh_cfg, devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """A Mesh with axes (data, fsdp, tensor); multi-slice/multi-host DCN sizes come from the preset."""
-    from tpu_configs.presets import get_preset
-
-    preset = get_preset(mesh_cfg.preset)
+    """A Mesh with axes (data, fsdp, tensor) from config.mesh or a MeshPlan; multi-slice/multi-host DCN sizes
+    come from the preset."""
+    plan = mesh_cfg if isinstance(mesh_cfg, MeshPlan) else MeshPlan.from_config(mesh_cfg)
     devices = list(devices if devices is not None else jax.devices())
-    devices = devices[:usable_device_count(preset, len(devices))]
-    sizes = resolve_mesh_shape(mesh_cfg, len(devices))
-    shape = tuple(sizes[a] for a in MESH_AXES)
-    dcn = tuple(int(preset.get("dcn", {}).get(a, 1)) for a in MESH_AXES)
-    if math.prod(dcn) > 1 and jax.process_count() > 1 and all(s % d == 0 for s, d in zip(shape, dcn)):
-        from jax.experimental import mesh_utils
-        ici = tuple(s // d for s, d in zip(shape, dcn))
-        grid = mesh_utils.create_hybrid_device_mesh(ici, dcn, devices=devices)
-    else:
-        try:
-            from jax.experimental import mesh_utils
-            grid = mesh_utils.create_device_mesh(shape, devices=devices)
-        except Exception:  # CPU or odd topologies: plain order is fine
-            grid = np.asarray(devices).reshape(shape)
-    return Mesh(grid, MESH_AXES)
+    return Mesh(plan.device_grid(devices, multi_process=jax.process_count() > 1), MESH_AXES)
 
 
 # ---------------------------------------------------------------- logical -> physical

@@ -55,12 +55,13 @@ class Hook:
 
 
 def setup_mesh(config):
-    from tpu_configs.presets import get_preset
+    """(mesh, sharding rules, attention implementation) of config.mesh's preset on the devices present."""
+    from shared.config.mesh import MeshPlan
 
-    preset = get_preset(config.mesh.preset)
-    mesh = sh.make_mesh(config.mesh)
-    rules = sh.merge_rules(preset.get("rules", ()))
-    attention = attention_implementation(config.model, preset, jax.default_backend())
+    plan = MeshPlan.from_config(config.mesh)
+    mesh = sh.make_mesh(plan)
+    rules = sh.merge_rules(plan.rule_overrides)
+    attention = attention_implementation(config.model, plan.preset, jax.default_backend())
     return mesh, rules, attention
 
 
