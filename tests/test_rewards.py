@@ -15,8 +15,9 @@ import pytest
 
 import shared.rewards  # noqa: F401  registers the built-ins
 from shared.registry import REWARDS, UnknownNameError
-from shared.rewards import (JudgeError, OpenAIJudge, RewardError, RewardManager, ScalarRMJudge, ScalarRewardModel,
-                            compare_batch, last_boxed, parse_verdict)
+from shared.judges import (JudgeError, OpenAIJudge, ScalarRMJudge, ScalarRewardModel, compare_batch,
+                           parse_verdict)
+from shared.rewards import RewardError, RewardManager, last_boxed
 from shared.rewards.math import answers_equivalent, gsm8k_answer, math_verify_available, to_fraction
 
 needs_math_verify = pytest.mark.skipif(not math_verify_available(), reason="math-verify is not installed")

@@ -212,7 +212,7 @@ def test_export_params_and_hf_then_warm_start(tmp_path):
     import transformers
     from flax import nnx
 
-    from shared.checkpoint.export import export_run
+    from shared.train.export import export_run
 
     run = str(tmp_path / "run")
     config = tiny_config(steps=3)

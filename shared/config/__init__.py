@@ -10,6 +10,7 @@ import ml_collections
 
 from shared.config.base import base_config
 from shared.config.loader import ConfigError, load_config
+from shared.config.projects import import_project, known_projects
 from shared.config.validate import register_validator, validate
 
 
@@ -29,5 +30,5 @@ def write_config(config: ml_collections.ConfigDict, workdir: str) -> str:
     return os.fspath(path)
 
 
-__all__ = ["ConfigError", "base_config", "config_to_json", "load_config", "register_validator", "validate",
-           "write_config"]
+__all__ = ["ConfigError", "base_config", "config_to_json", "import_project", "known_projects", "load_config",
+           "register_validator", "validate", "write_config"]

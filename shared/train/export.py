@@ -1,6 +1,6 @@
 """Export the parameters of a run's checkpoint.
 
-    python -m shared.checkpoint.export --workdir=runs/x --out=exports/x [--format=params|hf] [--mesh=cpu_1]
+    python -m shared.train.export --workdir=runs/x --out=exports/x [--format=params|hf] [--mesh=cpu_1]
 
 `params` writes an orbax params-only checkpoint (load it with `train.init_from=params:<dir>` or
 `shared.checkpoint.import_params`); `hf` writes config.json + model.safetensors that
@@ -10,50 +10,38 @@ are refused with the reason). The run's own config.json decides the model; --mes
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
+
+from shared.train.load import load_run
 
 
 def export_run(workdir: str, out: str, fmt: str = "params", mesh: str | None = None) -> int:
     """Returns the exported step."""
-    import ml_collections
-
-    path = os.path.join(workdir, "config.json")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no config.json (is --workdir a run directory?)")
-    with open(path) as f:
-        config = ml_collections.ConfigDict(json.load(f))
-    if mesh:
-        config.mesh.preset = mesh
-    if fmt == "hf":
-        from shared.model.convert.hf import hf_config_from
-        hf_config_from(config.model)  # refuses unrepresentable models before any restore work
-
-    import jax
-
-    import shared.builtin  # noqa: F401
-    from shared.launch import import_project
-    from shared.train import Trainer
-
-    if config.get("project"):
-        import_project(config.project)
-    trainer = Trainer(config, workdir)
-    if trainer.start_step == 0:
+    if not os.path.exists(os.path.join(workdir, "config.json")):
+        raise FileNotFoundError(f"{os.path.join(workdir, 'config.json')}: no config.json (is --workdir a run "
+                                f"directory?)")
+    if not os.path.isdir(os.path.join(workdir, "checkpoints")):
         raise FileNotFoundError(f"{workdir}/checkpoints: no checkpoint to export")
+
+    def check(config):
+        if fmt == "hf":
+            from shared.model.convert.hf import hf_config_from
+            hf_config_from(config.model)  # refuses unrepresentable models before any restore work
+        elif fmt != "params":
+            raise ValueError(f"--format={fmt!r}: expected params or hf")
+
+    run = load_run(workdir, mesh_preset=mesh, check=check)
     if fmt == "params":
         from shared.checkpoint import export_params
-        export_params(out, trainer.params)
-    elif fmt == "hf":
+        export_params(out, run.params)
+    else:
+        import jax
         from flax import nnx
 
         from shared.model.convert import save_hf
-        model = nnx.merge(trainer.graphdef, jax.device_get(trainer.params))
-        save_hf(config.model, model, out)
-    else:
-        raise ValueError(f"--format={fmt!r}: expected params or hf")
-    trainer.close()
-    return trainer.start_step
+        save_hf(run.config.model, nnx.merge(run.graphdef, jax.device_get(run.params)), out)
+    return run.step
 
 
 def main(argv=None) -> int:
