@@ -51,7 +51,7 @@ class PreNormBlock(Block):
         if step:
             # decode step: h is materialised once instead of XLA fusing the add (and the o projection's
             # split-K reduction) into each consumer, the MLP norm and the next residual add. Measured on an
-            # H200: a 0.5B batch-256 decode step 1.7% faster (bench/results/decode_steps/10_residual_barrier)
+            # H200: a 0.5B batch-256 decode step 1.7% faster (bench/results/decode_steps/HISTORY.md, 10_residual_barrier)
             h = jax.lax.optimization_barrier(h)
         h, normed = add_norm(self.mlp_norm, h, decode_kernels)
         out = self.mlp(normed, decode_kernels, residual=h, defer=ctx.defer_residual)
