@@ -1,8 +1,10 @@
 """shared.sweep against a fake launcher (a tiny stdlib script writing config.json, metrics.jsonl, summary.json)."""
 import ast
 import csv
+import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -184,10 +186,15 @@ def test_sweep_results_plot_manifest_and_resume(setup):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
     manifest = json.load(open(os.path.join(setup["workdir"], "manifest.json")))
-    assert {"git", "command_line", "points", "hardware", "libraries", "start_time", "end_time",
+    assert {"source", "command_line", "points", "hardware", "libraries", "start_time", "end_time",
             "wall_time_s"} <= set(manifest)
-    assert set(manifest["git"]) >= {"commit", "dirty"}
-    assert manifest["git"]["commit"] is None or len(manifest["git"]["commit"]) == 40
+    from shared.sweep import provenance
+    assert manifest["source"]["hash"] == provenance.source_hash()  # the code on disk, named by content
+    assert set(manifest["source"]["git"]) >= {"commit"}
+    for point in manifest["points"].values():  # one launch each, recorded with the code that ran it
+        [launch] = point["launches"]
+        assert launch["status"] == "finished" and launch["returncode"] == 0
+        assert launch["source"]["hash"] == manifest["source"]["hash"] and launch["seconds"] > 0
     assert manifest["points"]["lr0.1_s2"]["config"] == {"optim": {"lr": 0.1}, "seed": 2, "train": {"steps": 4},
                                                       "arg": table}
     assert manifest["hardware"]["device_kind"] == ["cpu"] and manifest["hardware"]["num_devices"] == [8]
@@ -198,6 +205,10 @@ def test_sweep_results_plot_manifest_and_resume(setup):
     again = run_sweep(table, setup["workdir"], extra_overrides=["--config.train.steps=4"],
                       launcher_cmd=setup["launcher"], echo=False)
     assert again.launched == [] and len(setup["launches"]()) == 6
+    kept = json.load(open(os.path.join(setup["workdir"], "manifest.json")))
+    for name, point in kept["points"].items():  # the launches of the earlier run stay in the manifest
+        assert point["launches"] == manifest["points"][name]["launches"]
+    assert "## Launches" in open(os.path.join(setup["workdir"], "results.md")).read()
     assert read_csv(os.path.join(setup["workdir"], "results.csv")) == rows
 
 
@@ -225,6 +236,10 @@ def test_failing_point_is_reported_and_others_finish(setup, capsys):
     assert result.launched == ["broken"] and [o.name for o in result.failed] == ["broken"]
     assert result.failed[0].returncode == 3 and "log line 29" in result.failed[0].log_tail
     assert "log line 9\n" not in result.failed[0].log_tail  # the last 20 lines only
+    manifest = json.load(open(os.path.join(setup["workdir"], "manifest.json")))
+    launches = manifest["points"]["broken"]["launches"]  # both launches of the retried point are kept
+    assert [(x["status"], x["returncode"]) for x in launches] == [("failed", 3), ("failed", 3)]
+    assert len({x["launch_id"] for x in launches}) == 2
 
 
 def test_only_and_unfinished_point_rerun_in_place(setup):
@@ -335,3 +350,87 @@ def test_time_budget_stops_slow_points_and_writes_the_finished_ones(setup, monke
     assert float(rows["lr0.2_s1"]["eval/loss"]) == pytest.approx(expected_loss(0.2, 1, 2))
     manifest = json.load(open(os.path.join(setup["workdir"], "manifest.json")))
     assert "--time_budget_s=6" in manifest["command_line"]
+
+
+# -- provenance: the code a point ran, named by content ---------------------------------------------------
+def _git(root, *args):
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_source_hash_names_the_commit_even_without_git(tmp_path):
+    """The hash of files on disk equals the hash of the commit they came from (git blob ids), a copy without .git
+    still verifies, results files do not count, and any source change breaks the match."""
+    from shared.sweep import provenance, verify
+
+    repo = tmp_path / "repo"
+    (repo / "shared").mkdir(parents=True)
+    (repo / "shared" / "a.py").write_text("x = 1\n")
+    (repo / "projects" / "p").mkdir(parents=True)
+    (repo / "projects" / "p" / "b.py").write_text("y = 2\n")
+    (repo / "pyproject.toml").write_text("[project]\n")
+    _git(tmp_path, "init", "-q", str(repo))
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    commit = _git(repo, "rev-parse", "HEAD")
+    on_disk = provenance.source_hash(str(repo))
+    assert on_disk == provenance.commit_hash(commit, str(repo))
+    # by hand: sha256 over "<blob id> <path>" lines, blob id = git hash-object
+    lines = "".join(f"{_git(repo, 'hash-object', p)} {p}\n" for p in ("projects/p/b.py", "pyproject.toml", "shared/a.py"))
+    assert on_disk == hashlib.sha256(lines.encode()).hexdigest()
+
+    (repo / "projects" / "p" / "results.csv").write_text("a,b\n")  # results are not source
+    state = provenance.source_state(str(repo))
+    assert state["hash"] == on_disk and state["git"]["matches_files"] and state["files"] == 3
+
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"source": state, "points": {"a": {"launches": [{"launch_id": "l1", "source": state}]}}}))
+    assert verify.verify(str(manifest), commit, str(repo))[0]
+    ok, lines_out = verify.verify(str(manifest), None, str(repo))
+    assert ok and commit[:10] in lines_out[0]
+
+    copy = tmp_path / "copy"  # a machine whose .git is missing (or stale) names the same code
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
+    assert provenance.source_state(str(copy))["hash"] == on_disk
+    assert provenance.source_state(str(copy))["git"]["commit"] is None
+
+    (repo / "shared" / "a.py").write_text("x = 2\n")  # an edit: the hash moves, verification fails
+    changed = provenance.source_state(str(repo))
+    assert changed["hash"] != on_disk and changed["git"]["dirty"] and not changed["git"]["matches_files"]
+    manifest.write_text(json.dumps({"source": changed, "points": {}}))
+    ok, lines_out = verify.verify(str(manifest), commit, str(repo))
+    assert not ok and lines_out[0].startswith("BAD")
+    assert verify.main([str(manifest)]) == 1
+
+    manifest.write_text(json.dumps({"git": {"commit": commit, "dirty": True}, "points": {}}))
+    ok, lines_out = verify.verify(str(manifest), None, str(repo))
+    assert not ok and "legacy manifest" in lines_out[0]
+
+
+# Manifests written before source hashes existed; each table is re-run with provenance (issue 20), and this list
+# only shrinks: a new manifest must verify.
+LEGACY_MANIFESTS = {
+    "experiments/rl/results/grpo_arithmetic_gpu/manifest.json",
+    "projects/clipo/results/tinygsm_sym_table/manifest.json",
+    "projects/dir_debias/results/small_scale/manifest.json",
+    "projects/mdm_variance/results/accuracy/manifest.json",
+    "projects/mdm_variance/results/variance/manifest.json",
+    "projects/siamesenorm/results/ablation/manifest.json",
+    "projects/siamesenorm/results/depth/manifest.json",
+    "projects/siamesenorm/results/depth_lr0.003/manifest.json",
+    "projects/siamesenorm/results/lr_stability/manifest.json",
+}
+
+
+def test_every_committed_manifest_verifies():
+    from shared.sweep import verify
+
+    listed = subprocess.run(["git", "-C", REPO, "ls-files", "*manifest.json"], capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    manifests = [m for m in listed.stdout.split() if os.path.basename(m) == "manifest.json"]
+    for path in manifests:
+        ok, lines = verify.verify(os.path.join(REPO, path))
+        if path in LEGACY_MANIFESTS:
+            assert not ok and "legacy manifest" in lines[0], f"{path} verifies now: drop it from LEGACY_MANIFESTS"
+        else:
+            assert ok, "\n".join(lines)

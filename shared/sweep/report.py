@@ -13,11 +13,11 @@ import os
 import platform
 import socket
 import statistics
-import subprocess
 import time
 from typing import Any, Mapping
 
 from shared.metrics.writer import METRICS_FILE, read_metrics as read_metrics_file
+from shared.sweep import provenance
 from shared.sweep.hardware import gpu_names
 from shared.sweep.table import Sweep, config_spec, format_override_value, group_key
 
@@ -153,7 +153,8 @@ def write_csv(path: str, rows: list[dict]) -> None:
             writer.writerow([_csv_cell(row[k]) for k in header])
 
 
-def markdown(sweep: Sweep, rows: list[dict], aggregated: list[dict] | None, outcomes: Mapping) -> str:
+def markdown(sweep: Sweep, rows: list[dict], aggregated: list[dict] | None, outcomes: Mapping,
+             launches: Mapping[str, list[dict]] | None = None) -> str:
     header = [k for k in rows[0] if not k.startswith("_")]
     body = []
     for row in rows:
@@ -175,7 +176,22 @@ def markdown(sweep: Sweep, rows: list[dict], aggregated: list[dict] | None, outc
             agg_body.append(cells)
         text += [f"\n## Mean ± std over seeds (grouped by {', '.join(sweep.group)})\n",
                  _markdown_table(agg_header, agg_body)]
+    if launches:
+        text += ["\n## Launches\n", "Every launch of each point (launches.jsonl): how it ended and the source hash of "
+                 "the code it ran (`python -m shared.sweep.verify manifest.json` names the commit).\n",
+                 _markdown_table(["point", "launches", "code", "hosts"], launch_rows(sweep, launches))]
     return "\n".join(text)
+
+
+def launch_rows(sweep: Sweep, launches: Mapping[str, list[dict]]) -> list[list[str]]:
+    body = []
+    for point in sweep.points:
+        records = launches.get(point.name, [])
+        ended = ", ".join(f"{r.get('started', '?')} {r['status']}" for r in records) or "none recorded"
+        codes = sorted({r.get("source", {}).get("hash", "?")[:12] for r in records})
+        hosts = sorted({str(r.get("host", "?")) for r in records})
+        body.append([point.name, ended, ", ".join(codes), ", ".join(hosts)])
+    return body
 
 
 # -- plot -------------------------------------------------------------------------------------------------
@@ -258,30 +274,24 @@ def plot(sweep: Sweep, workdir: str, rows: list[dict], aggregated: list[dict] | 
 
 
 # -- manifest ---------------------------------------------------------------------------------------------
-def _git(*args: str) -> subprocess.CompletedProcess | None:
-    try:
-        return subprocess.run(["git", "--no-optional-locks", "-C", REPO_ROOT, *args],
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def git_state() -> dict:
-    """Commit and dirty flag of the repo holding `shared/` (read-only git commands)."""
-    inside = _git("rev-parse", "--is-inside-work-tree")
-    if inside is None or inside.returncode != 0:
-        return {"commit": None, "dirty": None, "note": "not a git repository (or git is missing)"}
-    head = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain")
-    state = {"commit": head.stdout.strip() if head and head.returncode == 0 else None,
-             "dirty": bool(status.stdout.strip()) if status and status.returncode == 0 else None}
-    if state["commit"] is None:
-        state["note"] = "no commits yet"
-    # A copy of the tree without its history (a lent GPU machine): the launcher names the source commit.
-    if os.environ.get("SWEEP_SOURCE_COMMIT"):
-        state["source_commit"] = os.environ["SWEEP_SOURCE_COMMIT"]
-        state["source_dirty"] = os.environ.get("SWEEP_SOURCE_DIRTY", "unknown")
-    return state
+def read_launches(point_dir: str) -> list[dict]:
+    """The point's launches from launches.jsonl: each start record merged with its end (an end never written:
+    the sweep process died; status "unknown")."""
+    path = os.path.join(point_dir, "launches.jsonl")
+    if not os.path.exists(path):
+        return []
+    launches: dict[str, dict] = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{number}: not JSON ({e.msg})") from None
+            entry = launches.setdefault(record["launch_id"], {"status": "unknown"})
+            entry.update({k: v for k, v in record.items() if k != "event"})
+    return list(launches.values())
 
 
 def library_versions() -> dict:
@@ -302,7 +312,7 @@ def hardware(rows: list[dict]) -> dict:
             "num_devices": sorted({s["num_devices"] for s in summaries if "num_devices" in s})}
 
 
-def _iso(t: float) -> str:
+def iso_time(t: float) -> str:
     return datetime.datetime.fromtimestamp(t).astimezone().isoformat(timespec="seconds")
 
 
@@ -314,7 +324,9 @@ def _config_or_error(path: str) -> Any:
 
 
 def manifest(sweep: Sweep, workdir: str, rows: list[dict], outcomes: Mapping, *, started_at: float,
-             command_line: Any) -> dict:
+             command_line: Any, launches: Mapping[str, list[dict]] | None = None) -> dict:
+    if launches is None:
+        launches = {p.name: read_launches(os.path.join(workdir, p.name)) for p in sweep.points}
     points = {}
     for point, row in zip(sweep.points, rows):
         outcome = outcomes.get(point.name)
@@ -324,28 +336,30 @@ def manifest(sweep: Sweep, workdir: str, rows: list[dict], outcomes: Mapping, *,
             "returncode": outcome.returncode if outcome else None,
             "seconds_this_run": outcome.seconds if outcome else None,
             "config": _config_or_error(os.path.join(point_dir, "config.json")),
-            "summary": row["_summary"]}
+            "summary": row["_summary"], "launches": launches[point.name]}
     ended_at = time.time()
     return {"sweep": sweep.name, "config_file": sweep.config_file, "config_arg": sweep.config_arg,
             "command_line": command_line if isinstance(command_line, str) else list(command_line),
-            "git": git_state(), "hardware": hardware(rows), "libraries": library_versions(),
-            "start_time": _iso(started_at), "end_time": _iso(ended_at), "wall_time_s": ended_at - started_at,
+            "source": provenance.source_state(), "hardware": hardware(rows), "libraries": library_versions(),
+            "start_time": iso_time(started_at), "end_time": iso_time(ended_at), "wall_time_s": ended_at - started_at,
             "points": points}
 
 
 def write_all(sweep: Sweep, workdir: str, outcomes: Mapping, *, started_at: float, command_line: Any) -> dict:
     rows = collect_rows(sweep, workdir, outcomes)
     aggregated = aggregate(sweep, rows) if sweep.group else None
+    launches = {p.name: read_launches(os.path.join(workdir, p.name)) for p in sweep.points}
     outputs = {"csv": os.path.join(workdir, "results.csv"), "md": os.path.join(workdir, "results.md"),
                "manifest": os.path.join(workdir, "manifest.json")}
     write_csv(outputs["csv"], rows)
     with open(outputs["md"], "w", encoding="utf-8") as f:
-        f.write(markdown(sweep, rows, aggregated, outcomes))
+        f.write(markdown(sweep, rows, aggregated, outcomes, launches))
     plot_path = plot(sweep, workdir, rows, aggregated)
     if plot_path:
         outputs["plot"] = plot_path
     with open(outputs["manifest"], "w", encoding="utf-8") as f:
-        json.dump(manifest(sweep, workdir, rows, outcomes, started_at=started_at, command_line=command_line),
+        json.dump(manifest(sweep, workdir, rows, outcomes, started_at=started_at, command_line=command_line,
+                           launches=launches),
                   f, indent=2, default=str)
         f.write("\n")
     return outputs

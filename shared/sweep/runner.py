@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import os
+import uuid
 import shlex
 import subprocess
 import sys
+import socket
 import threading
 import time
 from collections import deque
 from typing import Any, Iterable, Mapping, Sequence
 
-from shared.sweep import report
-from shared.sweep.hardware import visible_gpus
+from shared.sweep import provenance, report
+from shared.sweep.hardware import gpu_names, visible_gpus
 from shared.sweep.table import (Point, Sweep, check_override_keys, config_spec, format_override_value,
                                 load_sweep, parse_override_args)
 
@@ -26,6 +29,7 @@ DEFAULT_LAUNCHER = (sys.executable, "-m", "shared.launch")
 SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.json"
 LOG_FILE = "log.txt"
+LAUNCHES_FILE = "launches.jsonl"  # one line per launch of the point: when, where, which code, how it ended
 LOG_TAIL_LINES = 20
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -125,6 +129,7 @@ class _Running:
     reader: threading.Thread
     slot: str | None
     start: float
+    record: dict
 
 
 def _tee(proc: subprocess.Popen, log_path: str, name: str, console: _Console) -> None:
@@ -137,7 +142,7 @@ def _tee(proc: subprocess.Popen, log_path: str, name: str, console: _Console) ->
 
 
 def _start(index: int, point: Point, command: list[str], point_dir: str, slot: str | None,
-           shares_gpu: bool, console: _Console) -> _Running:
+           shares_gpu: bool, console: _Console, launch: dict) -> _Running:
     os.makedirs(point_dir, exist_ok=True)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH", "")) if p)
@@ -153,7 +158,21 @@ def _start(index: int, point: Point, command: list[str], point_dir: str, slot: s
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     reader = threading.Thread(target=_tee, args=(proc, log_path, point.name, console), daemon=True)
     reader.start()
-    return _Running(index, point, proc, reader, slot, time.time())
+    record = {**launch, "started": report.iso_time(time.time()), "command": command,
+              "cuda_visible_devices": slot}
+    _append_launch(point_dir, {**record, "event": "start"})
+    return _Running(index, point, proc, reader, slot, time.time(), record)
+
+
+def _append_launch(point_dir: str, record: dict) -> None:
+    with open(os.path.join(point_dir, LAUNCHES_FILE), "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, default=str) + "\n")
+
+
+def _end_launch(r: "_Running", point_dir: str, status: str, reason: str = "") -> None:
+    _append_launch(point_dir, {"launch_id": r.record["launch_id"], "event": "end",
+                               "ended": report.iso_time(time.time()), "seconds": time.time() - r.start,
+                               "returncode": r.proc.returncode, "status": status, "reason": reason})
 
 
 def _stop_all(running: Iterable[_Running]) -> None:
@@ -217,6 +236,8 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
         return SweepResult(sweep.name, workdir, outcomes, [], {})
 
     os.makedirs(workdir, exist_ok=True)
+    launch_context = {"source": provenance.source_state(), "host": socket.gethostname(), "gpus": gpu_names(),
+                      "sweep_started": report.iso_time(started_at)}
     gpus = visible_gpus()
     slots = plan_slots(gpus, parallel, gpus_per_point)
     shares_gpu = len(gpus) >= 1 and len(slots) > max(1, len(gpus) // gpus_per_point)
@@ -234,6 +255,7 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                 for r in running:
                     outcomes[r.point.name] = PointOutcome(r.point.name, "not run", r.proc.returncode,
                                                           time.time() - r.start, "", "stopped at the time budget")
+                    _end_launch(r, os.path.join(workdir, r.point.name), "stopped", "time budget spent")
                 for _, point, _, _ in pending:
                     outcomes[point.name] = PointOutcome(point.name, "not run", reason="time budget spent")
                 pending, running = deque(), []
@@ -243,7 +265,8 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                 slot = free.pop(0)
                 where = f" on GPU {slot}" if slot is not None else ""
                 console.info(f"point {index}/{total} {point.name}: starting{where}")
-                running.append(_start(index, point, command, point_dir, slot, shares_gpu, console))
+                launch = {"launch_id": uuid.uuid4().hex[:12], **launch_context}
+                running.append(_start(index, point, command, point_dir, slot, shares_gpu, console, launch))
                 launched.append(point.name)
             for r in [r for r in running if r.proc.poll() is not None]:
                 running.remove(r)
@@ -253,6 +276,8 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     except KeyboardInterrupt:
         console.info(f"interrupted: stopping {len(running)} running point(s)")
         _stop_all(running)
+        for r in running:
+            _end_launch(r, os.path.join(workdir, r.point.name), "stopped", "the sweep was interrupted")
         raise
 
     for name, outcome in outcomes.items():  # a finished point whose summary cannot be read counts as failed
@@ -291,11 +316,13 @@ def _finish(r: _Running, point_dir: str, total: int, console: _Console) -> Point
     code = r.proc.returncode
     if code == 0 and is_finished(point_dir):
         console.info(f"point {r.index}/{total} {r.point.name}: finished in {seconds:.1f}s")
+        _end_launch(r, point_dir, "finished")
         return PointOutcome(r.point.name, "finished", code, seconds)
     reason = (f"return code {code}" if code != 0 else f"return code 0 but no {SUMMARY_FILE} was written")
     tail = _tail(os.path.join(point_dir, LOG_FILE))
     console.info(f"point {r.index}/{total} {r.point.name}: FAILED after {seconds:.1f}s ({reason}); "
                  f"log: {os.path.join(point_dir, LOG_FILE)} (its tail is printed at the end)")
+    _end_launch(r, point_dir, "failed", reason)
     return PointOutcome(r.point.name, "failed", code, seconds, tail, reason)
 
 

@@ -1,0 +1,115 @@
+"""What code ran a sweep point, named by the files themselves.
+
+The source hash is sha256 over the sorted lines "<git blob id> <path>" of every source file: the *.py files
+under SOURCE_DIRS and the files of SOURCE_FILES. A file's git blob id is sha1("blob <size>\\0" + bytes), so the
+hash of a checkout is computed from the files without git, and the hash of a commit from `git ls-tree` without
+reading a blob: a copy of the repo whose .git is stale or missing (a lent GPU machine) still names its code
+exactly, and `python -m shared.sweep.verify` finds the commit whose tree it is. Results files (csv, md, json,
+png) are not source, so committing a table does not change the hash of the code that made it.
+
+git's own commit and dirty flag are recorded beside the hash, with `matches_files` saying whether HEAD's tree
+is the code on disk.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import subprocess
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SOURCE_DIRS = ("shared", "projects", "experiments", "tpu_configs")
+SOURCE_FILES = ("pyproject.toml",)
+SKIP_DIRS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
+
+
+def is_source(path: str) -> bool:
+    """path relative to the repo root, with "/" separators."""
+    if path in SOURCE_FILES:
+        return True
+    parts = path.split("/")
+    return parts[0] in SOURCE_DIRS and path.endswith(".py") and not SKIP_DIRS.intersection(parts)
+
+
+def blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def combine(entries: dict[str, str]) -> str:
+    """{path: blob id} -> the source hash."""
+    lines = "".join(f"{entries[path]} {path}\n" for path in sorted(entries))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def tree_entries(root: str = REPO_ROOT) -> dict[str, str]:
+    """{path: blob id} of the source files on disk (tracked or not: what would run)."""
+    entries = {}
+    for top in SOURCE_DIRS:
+        for folder, dirs, files in os.walk(os.path.join(root, top)):
+            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+            for name in files:
+                path = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
+                if is_source(path):
+                    with open(os.path.join(root, path), "rb") as f:
+                        entries[path] = blob_id(f.read())
+    for path in SOURCE_FILES:
+        if os.path.isfile(os.path.join(root, path)):
+            with open(os.path.join(root, path), "rb") as f:
+                entries[path] = blob_id(f.read())
+    return entries
+
+
+def source_hash(root: str = REPO_ROOT) -> str:
+    return combine(tree_entries(root))
+
+
+def _git(root: str, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "--no-optional-locks", "-C", root, *args], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def commit_entries(commit: str, root: str = REPO_ROOT) -> dict[str, str] | None:
+    """{path: blob id} of the source files in `commit`'s tree; None if git cannot read it."""
+    out = _git(root, "ls-tree", "-r", "--full-tree", commit, "--", *SOURCE_DIRS, *SOURCE_FILES)
+    if out is None:
+        return None
+    entries = {}
+    for line in out.splitlines():
+        meta, path = line.split("\t", 1)
+        mode, kind, blob = meta.split()
+        if kind == "blob" and is_source(path):
+            entries[path] = blob
+    return entries
+
+
+@functools.lru_cache(maxsize=4096)
+def commit_hash(commit: str, root: str = REPO_ROOT) -> str | None:
+    entries = commit_entries(commit, root)
+    return None if entries is None else combine(entries)
+
+
+def source_state(root: str = REPO_ROOT) -> dict:
+    """The manifest's record of the code: the files' hash and count, and git's view where it has one."""
+    entries = tree_entries(root)
+    state = {"hash": combine(entries), "files": len(entries)}
+    head = _git(root, "rev-parse", "HEAD")
+    if head is None:
+        state["git"] = {"commit": None, "note": "no git history here: `python -m shared.sweep.verify` finds the "
+                                                "commit by the hash"}
+        return state
+    head = head.strip()
+    status = _git(root, "status", "--porcelain", "--", *SOURCE_DIRS, *SOURCE_FILES)
+    state["git"] = {"commit": head, "dirty": bool(status.strip()) if status is not None else None,
+                    "matches_files": commit_hash(head, root) == state["hash"]}
+    return state
+
+
+def find_commits(source: str, root: str = REPO_ROOT, rev: str = "--all") -> list[str]:
+    """Commits (reachable from `rev`, default every ref) whose source tree has hash `source`, newest first. One
+    `git ls-tree` per commit, no blob read: milliseconds per commit."""
+    out = _git(root, "rev-list", rev)
+    return [commit for commit in (out or "").split() if commit_hash(commit, root) == source]
