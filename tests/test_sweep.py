@@ -38,8 +38,12 @@ FAKE_LAUNCHER = textwrap.dedent('''
     if str(seed) == os.environ.get("FAKE_SLOW_SEED"):
         import time
         time.sleep(120)
+    init_from = overrides.get("train.init_from", "")
+    if init_from and not os.path.exists(os.path.join(init_from[len("run:"):], "summary.json")):
+        sys.exit(4)  # started before the stage it warm-starts from had finished
     with open(os.path.join(workdir, "config.json"), "w") as f:
-        json.dump({"optim": {"lr": lr}, "seed": seed, "train": {"steps": steps}, "arg": args["config"]}, f)
+        json.dump({"optim": {"lr": lr}, "seed": seed, "train": {"steps": steps}, "arg": args["config"],
+                   **({"init_from": init_from} if init_from else {})}, f)
     losses = {s: lr * 10 + seed / 100 + 1 / s for s in range(1, steps + 1)}
     with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
         for s, loss in losses.items():
@@ -63,8 +67,14 @@ TABLE = textwrap.dedent('''
                   for lr in (0.1, 0.2) for seed in (0, 1, 2)]
         if arg == "with_failure":
             points.append(dict(name="broken", overrides={"optim.lr": 0.3, "seed": 0, "fail": True}))
+        stages = []
+        if arg == "with_stages":  # one warm start per seed, shared by both arms of that seed; seed 2's fails
+            stages = [dict(name=f"sft_s{seed}", overrides={"optim.lr": 0.05, "seed": seed, "fail": seed == 2})
+                      for seed in (0, 1, 2)]
+            for point in points:
+                point["overrides"]["train.init_from"] = "run:{stage:sft_s%d}" % point["overrides"]["seed"]
         return dict(name="lr_table", points=points, columns=["eval/loss", "accuracy"], group=["optim.lr"],
-                    plot=dict(kind=PLOT_KIND, metric="eval/loss", x="step", label="optim.lr"))
+                    plot=dict(kind=PLOT_KIND, metric="eval/loss", x="step", label="optim.lr"), stages=stages)
 ''')
 
 
@@ -434,3 +444,39 @@ def test_every_committed_manifest_verifies():
             assert not ok and "legacy manifest" in lines[0], f"{path} verifies now: drop it from LEGACY_MANIFESTS"
         else:
             assert ok, "\n".join(lines)
+
+
+def test_stages_run_once_per_seed_before_the_points_that_start_from_them(setup):
+    table = setup["table"]() + ":with_stages"
+    result = run_sweep(table, setup["workdir"], parallel=3, extra_overrides=["--config.train.steps=2"],
+                       launcher_cmd=setup["launcher"], echo=False)
+    launched = [line.split()[0] for line in setup["launches"]()]
+    assert sorted(launched) == sorted(["sft_s0", "sft_s1", "sft_s2", "lr0.1_s0", "lr0.2_s0", "lr0.1_s1", "lr0.2_s1"])
+    stage_dir = os.path.join(setup["workdir"], "stages", "sft_s1")
+    config = json.load(open(os.path.join(setup["workdir"], "lr0.2_s1", "config.json")))
+    assert config["init_from"] == f"run:{os.path.abspath(stage_dir)}"  # both arms of seed 1 share one warm start
+    outcomes = {name: o.status for name, o in result.outcomes.items()}
+    assert outcomes["sft_s2"] == "failed" and outcomes["lr0.1_s2"] == outcomes["lr0.2_s2"] == "not run"
+    assert result.outcomes["lr0.1_s2"].reason == "stage sft_s2 did not finish"
+    rows = [r["name"] for r in read_csv(os.path.join(setup["workdir"], "results.csv"))]
+    assert rows == [f"lr{lr}_s{s}" for lr in (0.1, 0.2) for s in (0, 1, 2)]  # stages stay out of the tables
+    manifest = json.load(open(os.path.join(setup["workdir"], "manifest.json")))
+    assert manifest["stages"]["sft_s0"]["status"] == "finished" and manifest["stages"]["sft_s0"]["launches"]
+
+    again = run_sweep(table, setup["workdir"], only="lr0.1_s0", extra_overrides=["--config.train.steps=2"],
+                      launcher_cmd=setup["launcher"], echo=False)
+    assert again.launched == []  # the point and its stage are finished: nothing to run
+
+
+def test_a_stage_reference_must_name_an_earlier_stage(tmp_path):
+    table = tmp_path / "bad.py"
+    table.write_text(textwrap.dedent('''
+        def get_config(arg=None):
+            return {"train": {"init_from": ""}}
+        def get_sweep(arg=None):
+            return dict(name="t", stages=[dict(name="a", overrides={"train.init_from": "run:{stage:b}"}),
+                                          dict(name="b", overrides={})],
+                        points=[dict(name="p", overrides={})])
+    '''))
+    with pytest.raises(ValueError, match="names stage 'b', which is not a stage listed before it"):
+        load_sweep(str(table))

@@ -185,12 +185,13 @@ def markdown(sweep: Sweep, rows: list[dict], aggregated: list[dict] | None, outc
 
 def launch_rows(sweep: Sweep, launches: Mapping[str, list[dict]]) -> list[list[str]]:
     body = []
-    for point in sweep.points:
+    for point in [*sweep.stages, *sweep.points]:
         records = launches.get(point.name, [])
         ended = ", ".join(f"{r.get('started', '?')} {r['status']}" for r in records) or "none recorded"
         codes = sorted({r.get("source", {}).get("hash", "?")[:12] for r in records})
         hosts = sorted({str(r.get("host", "?")) for r in records})
-        body.append([point.name, ended, ", ".join(codes), ", ".join(hosts)])
+        label = f"stage {point.name}" if point in sweep.stages else point.name
+        body.append([label, ended, ", ".join(codes), ", ".join(hosts)])
     return body
 
 
@@ -274,6 +275,13 @@ def plot(sweep: Sweep, workdir: str, rows: list[dict], aggregated: list[dict] | 
 
 
 # -- manifest ---------------------------------------------------------------------------------------------
+def all_launches(sweep: Sweep, workdir: str) -> dict[str, list[dict]]:
+    """{point or stage name: its launches}."""
+    found = {s.name: read_launches(os.path.join(workdir, "stages", s.name)) for s in sweep.stages}
+    found.update({p.name: read_launches(os.path.join(workdir, p.name)) for p in sweep.points})
+    return found
+
+
 def read_launches(point_dir: str) -> list[dict]:
     """The point's launches from launches.jsonl: each start record merged with its end (an end never written:
     the sweep process died; status "unknown")."""
@@ -326,7 +334,7 @@ def _config_or_error(path: str) -> Any:
 def manifest(sweep: Sweep, workdir: str, rows: list[dict], outcomes: Mapping, *, started_at: float,
              command_line: Any, launches: Mapping[str, list[dict]] | None = None) -> dict:
     if launches is None:
-        launches = {p.name: read_launches(os.path.join(workdir, p.name)) for p in sweep.points}
+        launches = all_launches(sweep, workdir)
     points = {}
     for point, row in zip(sweep.points, rows):
         outcome = outcomes.get(point.name)
@@ -337,18 +345,26 @@ def manifest(sweep: Sweep, workdir: str, rows: list[dict], outcomes: Mapping, *,
             "seconds_this_run": outcome.seconds if outcome else None,
             "config": _config_or_error(os.path.join(point_dir, "config.json")),
             "summary": row["_summary"], "launches": launches[point.name]}
+    stages = {}
+    for stage in sweep.stages:
+        outcome = outcomes.get(stage.name)
+        stage_dir = os.path.join(workdir, "stages", stage.name)
+        stages[stage.name] = {
+            "status": outcome.status if outcome else "not run", "overrides": stage.overrides, "arg": stage.arg,
+            "config": _config_or_error(os.path.join(stage_dir, "config.json")),
+            "summary": _config_or_error(os.path.join(stage_dir, "summary.json")), "launches": launches[stage.name]}
     ended_at = time.time()
     return {"sweep": sweep.name, "config_file": sweep.config_file, "config_arg": sweep.config_arg,
             "command_line": command_line if isinstance(command_line, str) else list(command_line),
             "source": provenance.source_state(), "hardware": hardware(rows), "libraries": library_versions(),
             "start_time": iso_time(started_at), "end_time": iso_time(ended_at), "wall_time_s": ended_at - started_at,
-            "points": points}
+            "points": points, "stages": stages}
 
 
 def write_all(sweep: Sweep, workdir: str, outcomes: Mapping, *, started_at: float, command_line: Any) -> dict:
     rows = collect_rows(sweep, workdir, outcomes)
     aggregated = aggregate(sweep, rows) if sweep.group else None
-    launches = {p.name: read_launches(os.path.join(workdir, p.name)) for p in sweep.points}
+    launches = all_launches(sweep, workdir)
     outputs = {"csv": os.path.join(workdir, "results.csv"), "md": os.path.join(workdir, "results.md"),
                "manifest": os.path.join(workdir, "manifest.json")}
     write_csv(outputs["csv"], rows)

@@ -18,12 +18,12 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from shared.sweep import provenance, report
 from shared.sweep.hardware import gpu_names, visible_gpus
 from shared.sweep.table import (Point, Sweep, check_override_keys, config_spec, format_override_value,
-                                load_sweep, parse_override_args)
+                                load_sweep, parse_override_args, resolve_stage_refs)
 
 DEFAULT_LAUNCHER = (sys.executable, "-m", "shared.launch")
 SUMMARY_FILE = "summary.json"
@@ -77,10 +77,30 @@ def plan_slots(gpus: Sequence[str], parallel: int | None, gpus_per_point: int = 
 
 
 # -- commands ---------------------------------------------------------------------------------------------
+def point_dirs(sweep: Sweep, workdir: str) -> dict[str, str]:
+    """Where each point (<workdir>/<name>) and stage (<workdir>/stages/<name>) runs."""
+    dirs = {stage.name: os.path.join(workdir, "stages", stage.name) for stage in sweep.stages}
+    dirs.update({point.name: os.path.join(workdir, point.name) for point in sweep.points})
+    return dirs
+
+
+def _ready(point: Point, outcomes: Mapping[str, PointOutcome]) -> bool:
+    return all(outcomes.get(n) is not None and outcomes[n].status in ("finished", "skipped") for n in point.needs)
+
+
+def _blocked_by(point: Point, outcomes: Mapping[str, PointOutcome]) -> str | None:
+    return next((n for n in point.needs if outcomes.get(n) is not None
+                 and outcomes[n].status in ("failed", "not run")), None)
+
+
 def point_command(launcher: Sequence[str], config_file: str, point: Point, point_dir: str,
-                  extra: Mapping[str, str]) -> list[str]:
-    """The launcher command of one point; command-line overrides win over the table's for the same key."""
+                  extra: Mapping[str, str], stage_dir: Callable[[str], str] | None = None) -> list[str]:
+    """The launcher command of one point; command-line overrides win over the table's for the same key;
+    "{stage:NAME}" in a value becomes stage NAME's workdir (stage_dir(NAME), absolute)."""
     overrides = {k: format_override_value(v) for k, v in point.overrides.items()}
+    if stage_dir is not None:
+        overrides = {k: resolve_stage_refs(v, lambda name: os.path.abspath(stage_dir(name)))
+                     for k, v in overrides.items()}
     overrides.update(extra)
     return [*launcher, f"--config={config_spec(config_file, point.arg)}", f"--workdir={point_dir}",
             *(f"--config.{k}={v}" for k, v in overrides.items())]
@@ -214,20 +234,27 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     selected = _select(sweep, only)
 
     outcomes: dict[str, PointOutcome] = {}
+    dirs = point_dirs(sweep, workdir)
+    # the stages the selected points need run too, before them
+    wanted = set(selected)
+    for point in reversed([*sweep.stages, *sweep.points]):
+        if point.name in wanted:
+            wanted.update(point.needs)
     to_run: list[tuple[int, Point, list[str], str]] = []
-    for index, point in enumerate(sweep.points, start=1):
-        point_dir = os.path.join(workdir, point.name)
+    everything = [*sweep.stages, *sweep.points]
+    for index, point in enumerate(everything, start=1):
+        point_dir = dirs[point.name]
         if is_finished(point_dir):
             outcomes[point.name] = PointOutcome(point.name, "skipped")
-        elif point.name not in selected:
+        elif point.name not in wanted:
             outcomes[point.name] = PointOutcome(point.name, "not run")
         else:
-            to_run.append((index, point, point_command(launcher, sweep.config_file, point, point_dir, extra),
-                           point_dir))
+            to_run.append((index, point, point_command(launcher, sweep.config_file, point, point_dir, extra,
+                                                       stage_dir=dirs.get), point_dir))
 
-    total = len(sweep.points)
+    total = len(everything)
     if dry_run:
-        for index, point in enumerate(sweep.points, start=1):
+        for index, point in enumerate(everything, start=1):
             status = outcomes.get(point.name)
             if status is not None:
                 console.info(f"point {index}/{total} {point.name}: {status.status}")
@@ -255,13 +282,18 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                 for r in running:
                     outcomes[r.point.name] = PointOutcome(r.point.name, "not run", r.proc.returncode,
                                                           time.time() - r.start, "", "stopped at the time budget")
-                    _end_launch(r, os.path.join(workdir, r.point.name), "stopped", "time budget spent")
+                    _end_launch(r, dirs[r.point.name], "stopped", "time budget spent")
                 for _, point, _, _ in pending:
                     outcomes[point.name] = PointOutcome(point.name, "not run", reason="time budget spent")
                 pending, running = deque(), []
                 break
-            while pending and free:
-                index, point, command, point_dir = pending.popleft()
+            for job in [j for j in pending if _blocked_by(j[1], outcomes)]:  # a stage it needs did not finish
+                pending.remove(job)
+                outcomes[job[1].name] = PointOutcome(job[1].name, "not run",
+                                                     reason=f"stage {_blocked_by(job[1], outcomes)} did not finish")
+            while free and (ready := [j for j in pending if _ready(j[1], outcomes)]):
+                index, point, command, point_dir = ready[0]
+                pending.remove(ready[0])
                 slot = free.pop(0)
                 where = f" on GPU {slot}" if slot is not None else ""
                 console.info(f"point {index}/{total} {point.name}: starting{where}")
@@ -271,19 +303,19 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
             for r in [r for r in running if r.proc.poll() is not None]:
                 running.remove(r)
                 free.append(r.slot)
-                outcomes[r.point.name] = _finish(r, os.path.join(workdir, r.point.name), total, console)
+                outcomes[r.point.name] = _finish(r, dirs[r.point.name], total, console)
             time.sleep(0.05)
     except KeyboardInterrupt:
         console.info(f"interrupted: stopping {len(running)} running point(s)")
         _stop_all(running)
         for r in running:
-            _end_launch(r, os.path.join(workdir, r.point.name), "stopped", "the sweep was interrupted")
+            _end_launch(r, dirs[r.point.name], "stopped", "the sweep was interrupted")
         raise
 
     for name, outcome in outcomes.items():  # a finished point whose summary cannot be read counts as failed
         if outcome.status in ("finished", "skipped"):
             try:
-                report.read_json(os.path.join(workdir, name, SUMMARY_FILE))
+                report.read_json(os.path.join(dirs[name], SUMMARY_FILE))
             except ValueError as e:
                 outcomes[name] = PointOutcome(name, "failed", outcome.returncode, outcome.seconds, "", str(e))
     outputs = report.write_all(sweep, workdir, outcomes, started_at=started_at,
@@ -292,7 +324,7 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     for outcome in outcomes.values():
         if outcome.status == "failed":
             console.info(f"FAILED {outcome.name}: {outcome.reason}; last {LOG_TAIL_LINES} lines of "
-                         f"{os.path.join(workdir, outcome.name, LOG_FILE)}:\n{outcome.log_tail}")
+                         f"{os.path.join(dirs[outcome.name], LOG_FILE)}:\n{outcome.log_tail}")
     finished = sum(o.status in ("finished", "skipped") for o in outcomes.values())
     console.info(f"done: {finished}/{total} finished, {len(launched)} launched, "
                  f"{sum(o.status == 'failed' for o in outcomes.values())} failed; results in {workdir}")

@@ -6,6 +6,11 @@
     columns: summary metric keys shown in the tables
     group:   optional override keys; points sharing them are aggregated over "seed" (mean ± std, n)
     plot:    optional dict(kind="curves", metric="eval/loss", x="step", label=key) or dict(kind="bars", ...)
+    stages:  optional [dict(name=..., overrides=..., arg=...)]: runs other points build on, e.g. one SFT warm
+             start per seed that every arm of that seed starts from. A string override "{stage:NAME}" (anywhere
+             in the string) is replaced by stage NAME's workdir, and the point (or a later stage) waits for
+             NAME to finish: `"train.init_from": "run:{stage:sft_s0}"`. Stages run in <workdir>/stages/NAME,
+             are resumed and skipped like points, and are left out of the tables (the manifest keeps them).
 """
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ import sys
 from typing import Any, Callable, Iterable, Mapping
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+,@-]*$")  # becomes a folder / file name
-_SWEEP_KEYS = {"name", "points", "columns", "group", "plot"}
+_SWEEP_KEYS = {"name", "points", "columns", "group", "plot", "stages"}
+_STAGE_REF = re.compile(r"\{stage:([^}]*)\}")
 _POINT_KEYS = {"name", "overrides", "arg"}
 _PLOT_KINDS = {"curves", "bars"}
 SEED_KEY = "seed"
@@ -29,6 +35,7 @@ class Point:
     name: str
     overrides: dict
     arg: str | None  # the get_config variant this point runs (the sweep's arg unless the point names one)
+    needs: tuple = ()  # stages whose workdirs its overrides name ({stage:NAME}); it starts after they finish
 
 
 @dataclasses.dataclass
@@ -41,6 +48,7 @@ class Sweep:
     config_file: str
     config_arg: str | None
     get_config: Callable
+    stages: list = dataclasses.field(default_factory=list)
 
     def override_keys(self) -> list[str]:
         """Every override key, in order of first appearance."""
@@ -98,12 +106,32 @@ def load_sweep(spec: str) -> Sweep:
     if not isinstance(name, str) or not _SAFE_NAME.match(name):
         _fail(where, f"'name' must be a file-name-safe string, got {name!r}")
 
+    stages_spec = table.get("stages", []) or []
+    if not isinstance(stages_spec, (list, tuple)):
+        _fail(where, "'stages' must be a list of dict(name=..., overrides=..., arg=...)")
+    seen: set[str] = set()
+    stages = _parse_points(stages_spec, f"{where} stages", arg, seen, known_stages=[], are_stages=True)
     points_spec = table.get("points")
     if not isinstance(points_spec, (list, tuple)) or not points_spec:
         _fail(where, "'points' must be a non-empty list of dict(name=..., overrides=...)")
-    points, seen = [], set()
-    for i, p in enumerate(points_spec):
-        at = f"{where} points[{i}]"
+    points = _parse_points(points_spec, f"{where} points", arg, seen, known_stages=[s.name for s in stages])
+
+    columns = list(table.get("columns", []) or [])
+    if not all(isinstance(c, str) for c in columns):
+        _fail(where, f"'columns' must be a list of metric names, got {columns!r}")
+    group = list(table.get("group", []) or [])
+    sweep = Sweep(name, points, columns, group, _check_plot(where, table.get("plot")), path, arg,
+                  module.get_config, stages)
+    _check_group(where, sweep)
+    return sweep
+
+
+def _parse_points(specs, where: str, arg: str | None, seen: set[str], known_stages: list[str],
+                  are_stages: bool = False) -> list[Point]:
+    """Points (or stages) from their dicts; a stage may only name stages listed before it (no cycles)."""
+    points = []
+    for i, p in enumerate(specs):
+        at = f"{where}[{i}]"
         if not isinstance(p, Mapping):
             _fail(at, f"expected a dict, got {type(p).__name__}")
         if set(p) - _POINT_KEYS:
@@ -117,17 +145,28 @@ def load_sweep(spec: str) -> Sweep:
         overrides = p.get("overrides", {}) or {}
         if not isinstance(overrides, Mapping) or not all(isinstance(k, str) for k in overrides):
             _fail(at, "'overrides' must be a dict of dotted config keys to values")
+        needs = []
+        for key, value in overrides.items():
+            for ref in _STAGE_REF.findall(value) if isinstance(value, str) else ():
+                if ref not in known_stages:
+                    _fail(at, f"override {key!r} names stage {ref!r}, which is not a stage listed before it "
+                              f"(stages: {known_stages or 'none'})")
+                needs.append(ref)
         point_arg = p.get("arg", None)
-        points.append(Point(point_name, dict(overrides), arg if point_arg is None else str(point_arg)))
+        points.append(Point(point_name, dict(overrides), arg if point_arg is None else str(point_arg),
+                            tuple(dict.fromkeys(needs))))
+        if are_stages:
+            known_stages = known_stages + [point_name]
+    return points
 
-    columns = list(table.get("columns", []) or [])
-    if not all(isinstance(c, str) for c in columns):
-        _fail(where, f"'columns' must be a list of metric names, got {columns!r}")
-    group = list(table.get("group", []) or [])
-    sweep = Sweep(name, points, columns, group, _check_plot(where, table.get("plot")), path, arg,
-                  module.get_config)
-    _check_group(where, sweep)
-    return sweep
+
+def stage_keys(point: Point) -> set[str]:
+    """Override keys whose values name a stage (they differ by seed with the stage they name)."""
+    return {k for k, v in point.overrides.items() if isinstance(v, str) and _STAGE_REF.search(v)}
+
+
+def resolve_stage_refs(value: str, stage_dir: Callable[[str], str]) -> str:
+    return _STAGE_REF.sub(lambda m: stage_dir(m.group(1)), value)
 
 
 def _check_plot(where: str, plot: Any) -> dict | None:
@@ -155,7 +194,7 @@ def _check_group(where: str, sweep: Sweep) -> None:
     for point in sweep.points:
         key = group_key(sweep, point)
         other = first_of_group.setdefault(key, point)
-        for k in set(point.overrides) | set(other.overrides):
+        for k in (set(point.overrides) | set(other.overrides)) - stage_keys(point) - stage_keys(other):
             if k != SEED_KEY and k not in sweep.group and point.overrides.get(k) != other.overrides.get(k):
                 _fail(where, f"points {other.name!r} and {point.name!r} are in one group but differ in {k!r}; "
                              f"only {SEED_KEY!r} may vary within a group (add {k!r} to 'group')")
@@ -219,7 +258,7 @@ def parse_override_args(args: Iterable[str] | Mapping[str, Any]) -> dict[str, st
 def check_override_keys(sweep: Sweep, extra: Mapping[str, str]) -> None:
     """Every override key must exist in the config its point builds: fail before launching anything."""
     configs: dict[str | None, Any] = {}
-    for point in sweep.points:
+    for point in [*sweep.stages, *sweep.points]:
         if point.arg not in configs:
             configs[point.arg] = sweep.get_config(point.arg)
         for key, origin in [(k, f"point {point.name!r}") for k in point.overrides] + \

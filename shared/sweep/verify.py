@@ -22,7 +22,7 @@ def manifest_hashes(manifest: dict) -> dict[str, list[str]]:
     top = (manifest.get("source") or {}).get("hash")
     if top:
         found.setdefault(top, []).append("the sweep (results written)")
-    for name, point in (manifest.get("points") or {}).items():
+    for name, point in [*(manifest.get("stages") or {}).items(), *(manifest.get("points") or {}).items()]:
         for launch in point.get("launches") or []:
             digest = (launch.get("source") or {}).get("hash")
             if digest:
