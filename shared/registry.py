@@ -2,11 +2,54 @@
 
 Projects add entries with `@BLOCKS.register("myproject/name")`; configs refer to them by that string.
 An unknown name fails with the known names and the closest match, before anything compiles.
+
+Lookups are lazy: the first lookup in any registry (get, `in`, names, iteration) imports every module of
+BUILTIN_MODULES, and entry families (`register_family`, e.g. the reward "task/<name>" for every task checker)
+are listed at lookup time. So what a name resolves to never depends on the order in which shared/ and the
+projects were imported. This module imports nothing of the repo: it is the bottom layer.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
-from typing import Any, Callable, Iterator
+import importlib
+from typing import Any, Callable, Iterable, Iterator
+
+# The modules whose import registers the built-in entries, loaded on the first lookup (they sit above this
+# layer, so they are named, not imported, here).
+BUILTIN_MODULES = (
+    "shared.model",          # blocks, norms, heads
+    "shared.data",           # datasets, tokenizers
+    "shared.rl.tinygsm_sym",  # the TinyGSM-Sym task family (to shared.data with the other example sets)
+    "shared.train",          # losses, optimizers, schedules, the pretrain task
+    "shared.train.sft",      # the sft task
+    "shared.rewards",        # rewards (and the task/<name> family)
+    "shared.rl",             # advantages, policy losses, critics, the rl task
+    "shared.rm",             # the rm task and its loss-hook registry
+    "shared.diffusion",      # masked diffusion: the mdm task, t-samplers and mask-samplers
+    "shared.judges",         # model-backed rewards: model/scalar_rm, model/pairwise_judge
+)
+_builtins_state = {"loaded": False, "loading": False}
+
+
+def load_builtins() -> None:
+    """Imports BUILTIN_MODULES once (re-entrant: a lookup made while they import sees what exists so far)."""
+    if _builtins_state["loaded"] or _builtins_state["loading"]:
+        return
+    _builtins_state["loading"] = True
+    try:
+        for module in BUILTIN_MODULES:
+            importlib.import_module(module)
+        _builtins_state["loaded"] = True
+    finally:
+        _builtins_state["loading"] = False
+
+
+@dataclasses.dataclass(frozen=True)
+class _Family:
+    prefix: str
+    members: Callable[[], Iterable[str]]
+    build: Callable[[str], Any]
 
 
 class UnknownNameError(KeyError):
@@ -20,6 +63,7 @@ class Registry:
     def __init__(self, kind: str):
         self.kind = kind
         self._entries: dict[str, Any] = {}
+        self._families: list[_Family] = []
 
     def register(self, name: str, obj: Any = None, *, override: bool = False) -> Callable:
         """Use as `@REG.register("name")` or call `REG.register("name", obj)`."""
@@ -33,25 +77,46 @@ class Registry:
 
         return add(obj) if obj is not None else add
 
+    def register_family(self, prefix: str, members: Callable[[], Iterable[str]], build: Callable[[str], Any]) -> None:
+        """Entries `prefix + m` for every m that `members()` lists at lookup time, each built by `build(m)` when
+        looked up (e.g. REWARDS "task/<name>" from CHECKERS, whoever registers the checker, and when)."""
+        self._families.append(_Family(prefix, members, build))
+
+    def _family_entry(self, name: str):
+        for family in self._families:
+            if str(name).startswith(family.prefix):
+                member = str(name)[len(family.prefix):]
+                if member in set(family.members()):
+                    return family, member
+        return None
+
     def get(self, name: str) -> Any:
-        if name not in self._entries:
+        load_builtins()
+        if name in self._entries:
+            return self._entries[name]
+        found = self._family_entry(name)
+        if found is None:
             raise UnknownNameError(self.unknown_message(name))
-        return self._entries[name]
+        family, member = found
+        return family.build(member)
 
     def unknown_message(self, name: str) -> str:
-        known = sorted(self._entries)
+        known = self.names()
         close = difflib.get_close_matches(str(name), known, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         return f"unknown {self.kind} {name!r}.{hint} Known {self.kind} names: {', '.join(known) or '(none)'}"
 
     def __contains__(self, name: str) -> bool:
-        return name in self._entries
+        load_builtins()
+        return name in self._entries or self._family_entry(name) is not None
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._entries))
+        return iter(self.names())
 
     def names(self) -> list[str]:
-        return sorted(self._entries)
+        load_builtins()
+        derived = {f.prefix + m for f in self._families for m in f.members()}
+        return sorted(set(self._entries) | derived)
 
 
 def _describe(obj: Any) -> str:
@@ -71,6 +136,7 @@ TOKENIZERS = Registry("tokenizer")  # byte, sentencepiece, hf
 ADVANTAGES = Registry("advantage")  # grpo, rloo, ... (shared/rl)
 POLICY_LOSSES = Registry("policy_loss")
 REWARDS = Registry("reward")
+CHECKERS = Registry("checker")      # verifiable tasks' answer checkers `fn(example, completion) -> bool`
 HOOKS = Registry("hook")            # trainer hooks (on_step, on_eval, on_save) projects switch on by name
 LOSS_HOOKS = Registry("loss_hook")  # reward-model penalty terms with their own parameters (shared/rm; rm.loss_hooks)
 T_SAMPLERS = Registry("t_sampler")  # masked diffusion: mask-rate samplers (shared/diffusion)
@@ -78,7 +144,7 @@ MASK_SAMPLERS = Registry("mask_sampler")  # masked diffusion: mask-pattern sampl
 
 ALL_REGISTRIES: dict[str, Registry] = {
     r.kind: r for r in (BLOCKS, NORMS, HEADS, LOSSES, OPTIMIZERS, SCHEDULES, TASKS, DATASETS,
-                        TOKENIZERS, ADVANTAGES, POLICY_LOSSES, REWARDS, HOOKS, LOSS_HOOKS, T_SAMPLERS,
+                        TOKENIZERS, ADVANTAGES, POLICY_LOSSES, REWARDS, CHECKERS, HOOKS, LOSS_HOOKS, T_SAMPLERS,
                         MASK_SAMPLERS)
 }
 
@@ -87,6 +153,6 @@ CONFIG_KEYS: dict[str, str] = {
     "block": "model.block", "norm": "model.norm", "head": "model.heads", "loss": "train.loss",
     "optimizer": "optim.name", "schedule": "optim.schedule", "task": "task", "dataset": "data.source / rl.task",
     "tokenizer": "data.tokenizer", "advantage": "rl.advantage", "policy_loss": "rl.policy_loss",
-    "reward": "rl.rewards", "hook": "train.hooks", "loss_hook": "rm.loss_hooks",
+    "reward": "rl.rewards", "checker": "rl.task (its checker)", "hook": "train.hooks", "loss_hook": "rm.loss_hooks",
     "t_sampler": "diffusion.t_sampler", "mask_sampler": "diffusion.mask_sampler",
 }

@@ -21,18 +21,15 @@ Multi-host: jax.distributed.initialize() runs when --distributed is given, JAX_C
 """
 from __future__ import annotations
 
-import difflib
-import importlib
 import json
 import os
-import pkgutil
 import shutil
 import sys
 from typing import Any, Sequence
 
 from absl import flags
 
-from shared.config import ConfigError, load_config, validate, write_config
+from shared.config import ConfigError, import_project, known_projects, load_config, validate, write_config
 from shared.launch.signals import Interrupted, raise_on_signals
 from shared.registry import UnknownNameError
 
@@ -120,33 +117,8 @@ def initialize_distributed(environ=os.environ) -> None:
 # ----------------------------------------------------------------------------- projects
 
 
-def known_projects() -> list[str]:
-    import projects
-
-    return sorted(m.name for m in pkgutil.iter_modules(projects.__path__) if m.ispkg)
-
-
-def import_project(name: str):
-    """Imports projects.<name> (or the module path `name` if it has a dot) so its registrations run."""
-    if not name:
-        return None
-    module_name = name if "." in name else f"projects.{name}"
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        missing = e.name or ""
-        if module_name != missing and not module_name.startswith(missing + "."):
-            raise  # the project exists but something it imports does not: a real bug, keep the traceback
-        names = known_projects()
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"project: no module {module_name!r}.{hint} Packages in projects/: "
-                          f"{', '.join(names) or '(none)'}") from None
-
-
 def list_registries(out=sys.stdout) -> int:
     """Prints every registry with its names, after importing the built-ins and every project."""
-    import shared.builtin  # noqa: F401
     from shared.registry import ALL_REGISTRIES, CONFIG_KEYS
     from tpu_configs.presets import PRESETS
 
@@ -178,23 +150,22 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
     """The launch sequence; returns the task's final metrics. Bad input raises ConfigError (a task's data errors
     too); nothing is written into the workdir before the config is validated and checked against the one the
     workdir was started with, and a first launch that fails on its input leaves no workdir behind."""
-    from tpu_configs.presets import get_preset
+    from shared.config.mesh import MeshPlan
 
     check_workdir(workdir)
     config = load_config(config_spec, overrides)
     if mesh:
         config.mesh.preset = mesh
     try:
-        preset = get_preset(config.mesh.preset)
+        plan = MeshPlan.from_config(config.mesh)
     except UnknownNameError as e:
         raise ConfigError(f"{'--mesh' if mesh else 'mesh.preset'}: {e}") from None
-    prepare_environment(preset)
-    if wants_distributed(preset, distributed):
+    prepare_environment(plan.preset)
+    if wants_distributed(plan.preset, distributed):
         initialize_distributed()
 
     import jax
 
-    import shared.builtin  # noqa: F401  registers every built-in
     from shared.registry import TASKS
 
     from shared.checkpoint import CheckpointDamagedError, CheckpointMismatchError
@@ -203,7 +174,7 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
     from shared.data.sources import DataError
 
     import_project(config.project)
-    validate(config, jax.device_count(), jax.process_count(), platform=jax.default_backend())
+    validate(config, jax.device_count(), jax.process_count(), platform=jax.default_backend(), plan=plan)
     changes = check_workdir_config(json.loads(config_to_json(config)), workdir, allow_config_change)
     created = not os.path.exists(workdir)
     if jax.process_index() == 0:

@@ -57,7 +57,7 @@ from fractions import Fraction
 from typing import Any, Callable, Iterator, Sequence
 
 from shared.data.sources import DataError, hash_fraction
-from shared.registry import DATASETS
+from shared.registry import DATASETS, REWARDS
 
 log = logging.getLogger(__name__)
 
@@ -737,3 +737,6 @@ def reasoning_gym_task(split: str, n: int, seed: int = 0, *, dataset: str = "leg
 
 TASK_NAMES = tuple(sorted(TASK_CHECKERS))
 PROCEDURAL_TASKS = ("arithmetic", "countdown", "sorting")
+
+# Every task's checker is also a reward, "task/<name>", whoever registers the task and whenever (listed at lookup).
+REWARDS.register_family("task/", lambda: list(TASK_CHECKERS), task_reward)
