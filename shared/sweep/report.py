@@ -77,6 +77,8 @@ def collect_rows(sweep: Sweep, workdir: str, outcomes: Mapping) -> list[dict]:
         status = "finished" if summary is not None else status
         metrics = read_metrics(point_dir) if summary is not None else []
         row = {"name": point.name, "status": status}
+        if any(p.arm is not None for p in sweep.points):
+            row["arm"] = point.arm
         if with_arg:
             row["arg"] = point.arg
         row.update({key: point.overrides.get(key) for key in sweep.override_keys()})

@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterable, Mapping
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+,@-]*$")  # becomes a folder / file name
 _SWEEP_KEYS = {"name", "points", "columns", "group", "plot", "stages"}
 _STAGE_REF = re.compile(r"\{stage:([^}]*)\}")
-_POINT_KEYS = {"name", "overrides", "arg"}
+_POINT_KEYS = {"name", "overrides", "arg", "arm"}
+ARM_KEY = "arm"  # a `group` entry that groups points by their "arm" label instead of an override value
 _PLOT_KINDS = {"curves", "bars"}
 SEED_KEY = "seed"
 
@@ -36,6 +37,7 @@ class Point:
     overrides: dict
     arg: str | None  # the get_config variant this point runs (the sweep's arg unless the point names one)
     needs: tuple = ()  # stages whose workdirs its overrides name ({stage:NAME}); it starts after they finish
+    arm: str | None = None  # optional label; group=["arm"] aggregates the points of one arm over seeds
 
 
 @dataclasses.dataclass
@@ -152,9 +154,11 @@ def _parse_points(specs, where: str, arg: str | None, seen: set[str], known_stag
                     _fail(at, f"override {key!r} names stage {ref!r}, which is not a stage listed before it "
                               f"(stages: {known_stages or 'none'})")
                 needs.append(ref)
-        point_arg = p.get("arg", None)
+        point_arg, arm = p.get("arg", None), p.get("arm", None)
+        if arm is not None and (not isinstance(arm, str) or not arm):
+            _fail(at, f"'arm' must be a non-empty string, got {arm!r}")
         points.append(Point(point_name, dict(overrides), arg if point_arg is None else str(point_arg),
-                            tuple(dict.fromkeys(needs))))
+                            tuple(dict.fromkeys(needs)), arm))
         if are_stages:
             known_stages = known_stages + [point_name]
     return points
@@ -188,7 +192,11 @@ def _check_group(where: str, sweep: Sweep) -> None:
         return
     keys = sweep.override_keys()
     for key in sweep.group:
-        if key not in keys:
+        if key == ARM_KEY:
+            unlabelled = [p.name for p in sweep.points if p.arm is None]
+            if unlabelled:
+                _fail(where, f"'group' has {ARM_KEY!r} but points {unlabelled[:3]} have no 'arm' label")
+        elif key not in keys:
             _fail(where, f"'group' key {key!r} is not an override key of any point (keys: {keys})")
     first_of_group: dict[tuple, Point] = {}
     for point in sweep.points:
@@ -202,8 +210,13 @@ def _check_group(where: str, sweep: Sweep) -> None:
             _fail(where, f"points {other.name!r} and {point.name!r} are in one group but use different args")
 
 
+def point_value(point: Point, key: str) -> Any:
+    """The point's value of an override key, or its arm label for "arm"."""
+    return point.arm if key == ARM_KEY else point.overrides.get(key)
+
+
 def group_key(sweep: Sweep, point: Point) -> tuple:
-    return tuple(_hashable(point.overrides.get(k)) for k in sweep.group)
+    return tuple(_hashable(point_value(point, k)) for k in sweep.group)
 
 
 def _hashable(value: Any) -> Any:
