@@ -133,10 +133,10 @@ SCHEDULES = Registry("schedule")    # cosine, linear, constant, wsd
 TASKS = Registry("task")            # what `shared.launch` runs: pretrain, ...
 DATASETS = Registry("dataset")      # named text sources: stdlib, files, jsonl, ...
 TOKENIZERS = Registry("tokenizer")  # byte, sentencepiece, hf
-ADVANTAGES = Registry("advantage")  # grpo, rloo, ... (shared/rl)
+ADVANTAGES = Registry("advantage")  # grpo, rloo, ... (shared/rl): plain functions or Estimators (shared/rl/roles.py)
+CRITICS = Registry("critic")        # RL critic roles for estimators that need values: scalar_head (shared/rl/roles.py)
 POLICY_LOSSES = Registry("policy_loss")
 REWARDS = Registry("reward")
-CHECKERS = Registry("checker")      # verifiable tasks' answer checkers `fn(example, completion) -> bool`
 HOOKS = Registry("hook")            # trainer hooks (on_step, on_eval, on_save) projects switch on by name
 LOSS_HOOKS = Registry("loss_hook")  # reward-model penalty terms with their own parameters (shared/rm; rm.loss_hooks)
 T_SAMPLERS = Registry("t_sampler")  # masked diffusion: mask-rate samplers (shared/diffusion)
@@ -144,7 +144,7 @@ MASK_SAMPLERS = Registry("mask_sampler")  # masked diffusion: mask-pattern sampl
 
 ALL_REGISTRIES: dict[str, Registry] = {
     r.kind: r for r in (BLOCKS, NORMS, HEADS, LOSSES, OPTIMIZERS, SCHEDULES, TASKS, DATASETS,
-                        TOKENIZERS, ADVANTAGES, POLICY_LOSSES, REWARDS, CHECKERS, HOOKS, LOSS_HOOKS, T_SAMPLERS,
+                        TOKENIZERS, ADVANTAGES, CRITICS, POLICY_LOSSES, REWARDS, HOOKS, LOSS_HOOKS, T_SAMPLERS,
                         MASK_SAMPLERS)
 }
 
@@ -152,7 +152,7 @@ ALL_REGISTRIES: dict[str, Registry] = {
 CONFIG_KEYS: dict[str, str] = {
     "block": "model.block", "norm": "model.norm", "head": "model.heads", "loss": "train.loss",
     "optimizer": "optim.name", "schedule": "optim.schedule", "task": "task", "dataset": "data.source / rl.task",
-    "tokenizer": "data.tokenizer", "advantage": "rl.advantage", "policy_loss": "rl.policy_loss",
-    "reward": "rl.rewards", "checker": "rl.task (its checker)", "hook": "train.hooks", "loss_hook": "rm.loss_hooks",
+    "tokenizer": "data.tokenizer", "advantage": "rl.advantage", "critic": "rl.critic",
+    "policy_loss": "rl.policy_loss", "reward": "rl.rewards", "hook": "train.hooks", "loss_hook": "rm.loss_hooks",
     "t_sampler": "diffusion.t_sampler", "mask_sampler": "diffusion.mask_sampler",
 }

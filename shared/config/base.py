@@ -49,6 +49,7 @@ def rl_config() -> ml_collections.ConfigDict:
     """config.rl: the RL algorithm knobs (shared/rl/algorithms.py) and the learner's (shared/rl/learner.py)."""
     c = ml_collections.ConfigDict()
     c.advantage = "grpo"             # ADVANTAGES name: grpo | drgrpo | rloo | reinforce++ | reinforce++-baseline | gae
+    c.critic = "scalar_head"         # CRITICS name, built only for an estimator that needs values (gae)
     c.policy_loss = "ppo-clip"       # POLICY_LOSSES name: ppo-clip | gspo | gmpo
     c.loss_agg = "token-mean"        # ppo-clip aggregation (AGG_MODES); GRPO paper seq-mean-token-mean,
                                      # Dr. GRPO seq-mean-token-sum-norm, DAPO/verl token-mean; gspo/gmpo ignore it

@@ -11,10 +11,15 @@ Conventions (shared by the RL helpers):
   of their response and are 0 where mask is 0.
 
 Registries (shared.registry), chosen by config.rl.advantage / config.rl.policy_loss:
-  ADVANTAGES     fn(rewards, mask, group_size, rl_cfg, values=None) -> A[N,T]
+  ADVANTAGES     advantage estimators: a plain function fn(rewards, mask, group_size, rl_cfg, values=None)
+                 -> A[N,T] (needs no critic), or an `Estimator(fn, needs_critic=True)` whose fn gets the critic's
+                 values[N,T] and returns `Estimate(advantages, returns)` (returns: the critic's value targets).
+                 Calling either gives A[N,T]; `Estimator.estimate` gives the Estimate. The learner builds a
+                 critic role (shared/rl/roles.py, CRITICS[rl.critic]) only for an estimator that needs one.
                  rewards is R[N] (the outcome, written at the last valid token when token rewards are needed)
                  or r[N,T] token rewards (e.g. with a KL penalty folded in; outcome methods use R = sum_t r).
-                 "grpo", "drgrpo", "rloo", "reinforce++", "reinforce++-baseline", "gae" (needs values[N,T]).
+                 "grpo", "drgrpo", "rloo", "reinforce++", "reinforce++-baseline" (plain), "gae" (an Estimator
+                 with a critic). Projects register either with shared.rl.roles.register_advantage.
   POLICY_LOSSES  fn(logp, logp_old, advantages, mask, rl_cfg, *, logp_ref=None, eps_low=None, eps_high=None)
                  -> (loss, metrics). "ppo-clip" (token ratio, aggregated with rl_cfg.loss_agg), "gspo"
                  (sequence ratio, seq-mean-token-mean), "gmpo" (geometric mean of token ratios).
@@ -29,7 +34,8 @@ defaults of `rl_config()`.
 """
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -405,6 +411,33 @@ def entropy_from_logits(logits: jax.Array, mask: jax.Array) -> jax.Array:
 # Registries: advantages
 
 
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """What an advantage estimator gives: A[N,T], and for an estimator with a critic the value targets[N,T]."""
+    advantages: jax.Array
+    returns: jax.Array | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimator:
+    """An ADVANTAGES entry that says what it needs. fn(rewards, mask, group_size, rl_cfg, values=None) returns
+    A[N,T] or an Estimate; needs_critic: the learner builds a critic role and passes its values[N,T] (and
+    trains it on Estimate.returns). Called like a plain entry, it returns A[N,T]."""
+    fn: Callable[..., Any]
+    needs_critic: bool = False
+
+    def estimate(self, rewards, mask, group_size, rl_cfg=None, values=None) -> Estimate:
+        if self.needs_critic and values is None:
+            raise ValueError(f"advantage estimator {getattr(self.fn, '__name__', self.fn)!r} needs values[N,T] "
+                             "from a critic")
+        out = self.fn(rewards, mask, group_size, rl_cfg) if values is None else \
+            self.fn(rewards, mask, group_size, rl_cfg, values=values)
+        return out if isinstance(out, Estimate) else Estimate(out)
+
+    def __call__(self, rewards, mask, group_size, rl_cfg=None, values=None) -> jax.Array:
+        return self.estimate(rewards, mask, group_size, rl_cfg, values).advantages
+
+
 def _broadcast(adv: jax.Array, mask: jax.Array) -> jax.Array:
     return adv[:, None] * _f32(mask)
 
@@ -445,16 +478,17 @@ def reinforce_pp_baseline_advantages(rewards, mask, group_size, rl_cfg=None, val
     return adv_rfpp_baseline(sequence_rewards(rewards, mask), mask, group_size)
 
 
-@ADVANTAGES.register("gae")
-def gae_advantages(rewards, mask, group_size, rl_cfg=None, values=None):
-    """PPO's GAE with a critic. Returns A only: a learner that trains the critic calls `adv_gae` for the value
-    targets too."""
+def gae_estimate(rewards, mask, group_size, rl_cfg=None, values=None) -> Estimate:
+    """PPO's GAE with a critic: Estimate(A, returns), the returns being the critic's value targets."""
     del group_size
     if values is None:
         raise ValueError("advantage 'gae' needs values[N,T] from a critic (rl.advantage='gae')")
-    adv, _ = adv_gae(as_token_rewards(rewards, mask), values, mask, _knob(rl_cfg, "gamma"), _knob(rl_cfg, "lam"),
-                     _knob(rl_cfg, "whiten_advantages"))
-    return adv
+    adv, returns = adv_gae(as_token_rewards(rewards, mask), values, mask, _knob(rl_cfg, "gamma"),
+                           _knob(rl_cfg, "lam"), _knob(rl_cfg, "whiten_advantages"))
+    return Estimate(adv, returns)
+
+
+ADVANTAGES.register("gae", Estimator(gae_estimate, needs_critic=True))
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -4,10 +4,10 @@ One RL step:
   1. sample G completions for each of B prompts with the current policy (shared/rl/sampler.py);
   2. score them with the configured rewards (shared/rewards; "task" = the task's own checker), optionally add
      DAPO overlong shaping, and with dynamic sampling drop (and refill) groups whose rewards are all equal;
-  3. behaviour log-probs (and reference log-probs / values when needed) from one forward each;
-  4. advantages from ADVANTAGES[config.rl.advantage];
+  3. behaviour log-probs (and reference log-probs / the critic's values when needed) from one forward each;
+  4. advantages (and the critic's value targets) from the estimator ADVANTAGES[config.rl.advantage];
   5. `num_iterations` passes of `mini_batches` optimizer steps, each the Trainer's jitted, donated step with the
-     policy loss POLICY_LOSSES[config.rl.policy_loss] (+ KL, entropy and value terms) as its loss_fn.
+     policy loss POLICY_LOSSES[config.rl.policy_loss] (+ KL, entropy and the critic's terms) as its loss_fn.
 RL hooks (`RLHook` subclasses named in train.hooks) run between 2 and 3: they see the scored rollout (with the
 pooled response hidden states when they ask for them), may add to its rewards, and may hold the policy still
 for a step (rollout and rewards only, e.g. to warm up a separate head).
@@ -16,10 +16,20 @@ is a memory choice (shared/rl/budget.py). The behaviour / reference log-prob pas
 accumulation run in micro-batches of rl.micro_batch_tokens tokens per device (0: derived from the device's free
 memory), the sampler in calls of at most rl.rollout_max_rows rows (0: derived likewise). No pass holds
 [tokens, vocab] logits (shared.model.chunked_head). The reference policy is held in the compute dtype.
-Roles: the actor (trainer state) and the reference share the training mesh; the rollout decodes from a compute-
-dtype copy of the actor, on the training mesh (rl.rollout_mesh="") or resharded over the same devices with every
-device on one axis: "data" (weights replicated, rows split: no communication per decode step) or "tensor"
-(tensor-parallel weights); "auto" picks "data" on several devices when the copy fits easily.
+Roles (shared/rl/roles.py, as Tunix names them), each with its params, optional optimizer and mesh; the learner
+composes them and never tests an algorithm's name:
+  actor      the Trainer's state (params + optimizer) on the training mesh;
+  critic     built only when the estimator says it needs values (Estimator.needs_critic, as GAE does), from
+             CRITICS[rl.critic]: the built-in "scalar_head" is the policy's scalar head, its value loss added to
+             the actor's; it adds its fields to the update batch and its term to the loss;
+  reference  built only when rl.kl_coef > 0: frozen compute-dtype params on the training mesh;
+  rollout    the sampler decoding from a compute-dtype copy of the actor, on the training mesh
+             (rl.rollout_mesh="") or resharded over the same devices with every device on one axis: "data"
+             (weights replicated, rows split: no communication per decode step) or "tensor" (tensor-parallel
+             weights); "auto" picks "data" on several devices when the copy fits easily;
+  reward     the RewardManager (+ DAPO overlong shaping) and the task's own checker.
+A project adds an estimator (shared.rl.roles.register_advantage, needs_critic=...) or a critic class
+(CRITICS.register) by name, without touching shared/.
 Checkpoints hold the policy, optimizer and prompt-iterator state; re-running the command resumes.
 """
 from __future__ import annotations
@@ -36,10 +46,11 @@ from jax.sharding import Mesh
 from shared import sharding as sh
 from shared.checkpoint import install_preemption_handler
 from shared.metrics import ProgressBar, latest_values
-from shared.registry import ADVANTAGES, POLICY_LOSSES
+from shared.registry import POLICY_LOSSES
 from shared.rl import algorithms as alg
 from shared.rl import budget
-from shared.rl.sampler import Sampler, SamplingParams, completion_logits
+from shared.rl.roles import Actor, Critic, Reference, Reward, Rollout, build_critic, estimator
+from shared.rl.sampler import SamplingParams, completion_logits
 from shared.train.trainer import Hook, send_test_signal
 
 
@@ -104,29 +115,28 @@ class PromptIterator:
         self._order = self._permutation()
 
 
-def policy_outputs(graphdef, params, batch, attention: str, with_values: bool = False):
-    """(logp [N,T], entropy [N,T], values [N,T] or None) of the completion tokens from one forward pass; the
-    vocabulary head is read chunk by chunk (shared.model.chunked_head), never as [N, T, V] logits."""
+def policy_outputs(graphdef, params, batch, attention: str, critic: Critic | None = None):
+    """(logp [N,T], entropy [N,T], the critic's values [N,T] or None) of the completion tokens from one forward
+    pass; the vocabulary head is read chunk by chunk (shared.model.chunked_head), never as [N, T, V] logits."""
     from flax import nnx
 
     model = nnx.merge(graphdef, params)
     head, picked = completion_logits(model, batch["prompt_tokens"], batch["tokens"], batch["prompt_lengths"],
                                      attention)
     stats = head.stats(batch["tokens"])
-    values = model.heads["scalar"](picked, model) if with_values else None
+    values = critic.values(model, picked) if critic is not None else None
     return stats.logp * batch["mask"], stats.entropy * batch["mask"], values
 
 
-def rl_loss_fn(config, attention: str):
-    """The Trainer loss_fn of an RL update: policy loss (+ KL in the loss, - entropy bonus, + value loss)."""
+def rl_loss_fn(config, attention: str, critic: Critic | None = None):
+    """The Trainer loss_fn of an RL update: policy loss (+ KL in the loss, - entropy bonus, + the critic's loss)."""
     rl = config.rl
     policy_loss = POLICY_LOSSES.get(rl.policy_loss)
-    with_values = rl.advantage == "gae"
 
     def loss_fn(graphdef, params, batch, rng):
         del rng
         mask = batch["mask"]
-        logp, entropy, values = policy_outputs(graphdef, params, batch, attention, with_values)
+        logp, entropy, values = policy_outputs(graphdef, params, batch, attention, critic)
         # no behaviour pass (on-policy single update, see RLLearner.needs_behaviour_pass): the policy before this
         # optimizer step is the behaviour policy, so its log-probs are this forward's, held constant
         old_logp = batch["old_logp"] if "old_logp" in batch else jax.lax.stop_gradient(logp)
@@ -136,10 +146,10 @@ def rl_loss_fn(config, attention: str):
         metrics["entropy"] = alg.masked_mean(entropy, mask)
         if rl.entropy_coef:
             loss = loss - rl.entropy_coef * alg.aggregate(entropy, mask, rl.loss_agg)
-        if with_values:
-            v_loss = alg.value_loss(values, batch["old_values"], batch["returns"], mask, rl.value_clip)
-            loss = loss + rl.value_coef * v_loss
-            metrics["value_loss"] = v_loss
+        if critic is not None:
+            term, critic_metrics = critic.loss(values, batch, rl)
+            loss = loss + term
+            metrics.update(critic_metrics)
         metrics["loss"] = loss
         return loss, metrics
 
@@ -186,30 +196,28 @@ class ScoredBatch:
 
 
 class RLLearner:
+    """The RL loop over its roles (shared/rl/roles.py): actor, critic (None unless the estimator needs one),
+    reference (None unless rl.kl_coef > 0), rollout, reward."""
+
     def __init__(self, config, workdir: str, tokenizer, train_examples, eval_sets: dict[str, list[dict]],
                  reward_manager, init_params=None):
         from shared.train import Trainer
 
         self.config, self.workdir, self.tokenizer = config, workdir, tokenizer
         self.rl = config.rl
-        self.reward_manager = reward_manager
         self.eval_sets = eval_sets
         self.updates_per_step = int(self.rl.num_iterations) * int(self.rl.mini_batches)
+        self.estimator = estimator(str(self.rl.advantage))
+        self.critic = build_critic(config, self.estimator)   # before the Trainer: its loss joins the actor's
         self.trainer = Trainer(config, workdir, init_params=init_params,
-                               loss_fn_factory=lambda attention: rl_loss_fn(config, attention))
+                               loss_fn_factory=lambda attention: rl_loss_fn(config, attention, self.critic))
+        self.actor = Actor(self.trainer)
+        if self.critic is not None:
+            self.critic.attach(self.actor)
         self.mesh = self.trainer.mesh
         self.batch_multiple = _batch_shards(self.mesh, self.trainer.rules)
-        rollout_kind = self._rollout_kind(str(self.rl.get("rollout_mesh", "auto") or ""))
-        self.rollout_mesh = self._make_rollout_mesh(rollout_kind)
-        decode_attention = str(self.rl.get("decode_attention", "auto"))
-        if decode_attention == "auto" and rollout_kind == "tensor":
-            # the Pallas decode kernels run per row shard with whole weights: tensor-sharded ones would be
-            # gathered at every step
-            decode_attention = "xla"
-        self.sampler = Sampler(self.trainer.graphdef, config.model, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id,
-                               mesh=self.rollout_mesh, rules=self.trainer.rules, attention=self.trainer.attention,
-                               tokenizer=tokenizer, layer_loop=str(self.rl.get("layer_loop", "python")),
-                               decode_attention=decode_attention)
+        self.rollout = Rollout(config, self.actor, tokenizer)
+        self.reward = Reward(config, reward_manager)
         self.prompts = PromptIterator(train_examples, int(self.rl.prompts_per_step), int(config.seed))
         if self.trainer.data_state is not None:
             self.prompts.set_state(self.trainer.data_state)
@@ -217,71 +225,32 @@ class RLLearner:
         self.start_step = self.trainer.restored_step or 0
         self.rl_hooks = [h for h in self.trainer.hooks if isinstance(h, RLHook)]
         self.needs_hidden = any(h.needs_hidden for h in self.rl_hooks)
-        dtype = jnp.dtype(config.model.dtype)
-        self._cast = jax.jit(lambda p: jax.tree.map(
-            lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p),
-            out_shardings=self._rollout_shardings())
-        self.ref_params = self._reference_params(init_params) if self.rl.kl_coef > 0 else None
-        attention = self.trainer.attention
-        graphdef = self.trainer.graphdef
-        with_values = self.rl.advantage == "gae"
+        self.reference = (Reference.build(config, self.actor, init_params, self.logprob_pass)
+                          if self.rl.kl_coef > 0 else None)
+        attention, graphdef, critic = self.trainer.attention, self.trainer.graphdef, self.critic
         self._behaviour = jax.jit(lambda params, batch: policy_outputs(graphdef, params, batch, attention,
-                                                                       with_values)[::2])
+                                                                       critic)[::2])
         self.rng = jax.random.fold_in(jax.random.key(config.seed), 1)
-        self._rollout_cache = (None, None)
         # the rollout copy of the weights is dropped before the update (build_batch), so it is not budgeted here
         self.micro_batch_tokens = budget.micro_batch_tokens(config, _bytes_per_device(self.trainer.params))
-        self._rollout_rows: dict[int, int] = {}
 
-    def _rollout_kind(self, kind: str) -> str:
-        """rl.rollout_mesh "auto": "data" (a replicated compute-dtype copy, rows split: no communication per decode
-        step; 2.1x faster rollouts than decoding from fsdp-sharded weights for the 1.5B shape on 2 H100s,
-        bench/RESULTS.md) on several devices when the copy takes under a quarter of a device's free memory,
-        else "" (the training mesh)."""
-        if kind != "auto":
-            return kind
-        memory = budget.device_memory()
-        if self.mesh.size == 1 or memory is None:
-            return ""
-        limit, in_use = memory
-        copy = sum(x.size for x in jax.tree.leaves(self.trainer.params)) * jnp.dtype(self.config.model.dtype).itemsize
-        return "data" if copy < (limit - in_use) // 4 else ""
+    # the roles' parts under the names the rest of the repo reads
+    @property
+    def ref_params(self):
+        """The reference's params (None: no reference)."""
+        return None if self.reference is None else self.reference.params
 
-    def _make_rollout_mesh(self, kind: str):
-        """The rollout role's mesh: the training mesh (""), or its devices all on the data or tensor axis."""
-        if not kind:
-            return self.mesh
-        if kind not in ("data", "tensor"):
-            raise ValueError(f"rl.rollout_mesh={kind!r}: expected '' (the training mesh), 'data' or 'tensor'")
-        devices = np.asarray(self.mesh.devices).reshape(-1)
-        shape = {"data": (devices.size, 1, 1), "tensor": (1, 1, devices.size)}[kind]
-        return Mesh(devices.reshape(shape), sh.MESH_AXES)
+    @property
+    def sampler(self):
+        return self.rollout.sampler
 
-    def _rollout_shardings(self):
-        """Shardings of the rollout copy of the params on the rollout mesh (None: keep the training ones)."""
-        if self.rollout_mesh is self.mesh:
-            return None
-        from flax import nnx
+    @property
+    def rollout_mesh(self) -> Mesh:
+        return self.rollout.mesh
 
-        from shared.model import build_model
-
-        abstract = nnx.split(nnx.eval_shape(lambda: build_model(self.config.model)))[1]
-        return sh.state_shardings(abstract, self.rollout_mesh, self.trainer.rules).to_pure_dict()
-
-    def _reference_params(self, init_params):
-        """The frozen reference: the warm start when there is one, else the seed's random init."""
-        from shared.model import create_sharded
-
-        from shared.model.transformer import _cast_weights
-
-        _, state = create_sharded(self.config.model, self.mesh, self.config.seed, self.trainer.rules)
-        params = state.to_pure_dict()
-        if init_params is not None:
-            abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
-            params = init_params(abstract)
-        # held in the compute dtype: the forward casts every weight matrix to it anyway (same numbers, half the
-        # memory of float32 masters); 1-D norm scales stay as they are
-        return jax.jit(lambda p: _cast_weights(p, jnp.dtype(self.config.model.dtype)))(params)
+    @property
+    def reward_manager(self):
+        return self.reward.manager
 
     # ------------------------------------------------------------------ one RL step, in parts
     def sampling_params(self, greedy: bool = False, n: int | None = None) -> SamplingParams:
@@ -296,40 +265,23 @@ class RLLearner:
         return {name: sh.place_whole(x, sh.batch_sharding(self.mesh, np.ndim(x))) for name, x in batch.items()}
 
     def rollout_params(self):
-        """The policy in the compute dtype, cast once per rollout instead of inside every decode step. The
-        behaviour log-probs of the update are recomputed from the fp32 master weights (build_batch)."""
-        dtype = jnp.dtype(self.config.model.dtype)
-        if dtype == jnp.float32 and self.rollout_mesh is self.mesh:
-            return self.trainer.params
-        if self._rollout_cache[0] is not self.trainer.state:
-            self._rollout_cache = (self.trainer.state, self._cast(self.trainer.params))
-        return self._rollout_cache[1]
+        """The policy in the compute dtype, cast once per rollout instead of inside every decode step (the
+        rollout role's copy). The behaviour log-probs of the update are recomputed from the fp32 master weights
+        (build_batch)."""
+        return self.rollout.params
 
     def encode_prompts(self, examples):
         return [[self.tokenizer.bos_id] + self.tokenizer.encode(e["prompt"]) for e in examples]
 
     def rollout_max_rows(self, prompts) -> int:
         """Rows per sampler call for these prompts' cache length (fixed per length once chosen: one compile)."""
-        bucket = self.sampler.bucket_for(max(len(p) for p in prompts), SamplingParams.prompt_buckets)
-        slots = bucket + int(self.rl.max_new_tokens)
-        if slots not in self._rollout_rows:
-            self._rollout_rows[slots] = budget.rollout_max_rows(self.config, slots, self.sampler.batch_multiple())
-        return self._rollout_rows[slots]
+        return self.rollout.max_rows(prompts, int(self.rl.max_new_tokens))
 
     def rollout_and_score(self, examples, key) -> ScoredBatch:
-        rl = self.rl
-        g = int(rl.group_size)
         prompts = self.encode_prompts(examples)
         rollout = self.sampler.generate(self.rollout_params(), prompts, self.sampling_params(), key,
                                         return_hidden=self.needs_hidden, max_rows=self.rollout_max_rows(prompts))
-        prompts = [e["prompt"] for e in examples for _ in range(g)]
-        columns = {k: [e.get(k) for e in examples for _ in range(g)]
-                   for k in examples[0] if k not in ("prompt", "completion")}
-        rewards, metrics = self.reward_manager(prompts, rollout.texts, **columns)
-        rewards = np.asarray(rewards, np.float32)
-        if rl.overlong_len:
-            rewards = rewards + np.asarray(alg.overlong_penalty(jnp.asarray(rollout.lengths), int(rl.overlong_len),
-                                                                int(rl.overlong_cache), float(rl.overlong_penalty)))
+        rewards, metrics = self.reward.score(examples, rollout.texts, rollout.lengths)
         return ScoredBatch(rollout, rewards, metrics, list(examples))
 
     def collect(self, key) -> tuple[ScoredBatch, dict]:
@@ -375,9 +327,9 @@ class RLLearner:
         return ScoredBatch(rollout, rewards, chosen[0][0].metrics, [s.examples[i] for s, i in chosen])
 
     def build_batch(self, scored: ScoredBatch) -> tuple[dict, dict]:
-        """Arrays for the update: behaviour/reference log-probs, advantages (and value targets)."""
+        """Arrays for the update: behaviour/reference log-probs, advantages (and the critic's fields)."""
         rl, r = self.rl, scored.rollout
-        self._rollout_cache = (None, None)   # the rollout's weight copy: its memory goes to the update
+        self.rollout.drop()   # the rollout's weight copy: its memory goes to the update
         mask = r.mask.copy()
         if rl.mask_truncated:
             mask = mask * r.finished[:, None]
@@ -390,33 +342,31 @@ class RLLearner:
             old_logp, old_values = self.logprob_pass(self.trainer.params, batch)
             batch["old_logp"] = old_logp
         rewards = jnp.asarray(scored.rewards)
-        if self.ref_params is not None:
-            ref_logp, _ = self.logprob_pass(self.ref_params, batch)
+        if self.reference is not None:
+            ref_logp = self.reference.logprobs(batch)
             batch["ref_logp"] = ref_logp
             if rl.kl_in_reward:
                 rewards = alg.apply_kl_penalty(alg.as_token_rewards(rewards, mask), old_logp, ref_logp,
                                                jnp.asarray(mask), rl.kl_coef, rl.kl_kind)
         times["perf/logprob_s"] = time.perf_counter() - start
-        if rl.advantage == "gae":
-            token_rewards = alg.as_token_rewards(rewards, jnp.asarray(mask))
-            advantages, returns = alg.adv_gae(token_rewards, old_values, jnp.asarray(mask), rl.gamma, rl.lam,
-                                              rl.whiten_advantages)
-            batch["old_values"], batch["returns"] = np.asarray(old_values), np.asarray(returns)
-        else:
-            advantages = ADVANTAGES.get(rl.advantage)(rewards, jnp.asarray(mask), int(rl.group_size), rl)
-        batch["advantages"] = np.asarray(advantages, np.float32)
+        # old_values: the critic's values from the behaviour pass (None without a critic)
+        estimate = self.estimator.estimate(rewards, jnp.asarray(mask), int(rl.group_size), rl, values=old_values)
+        if self.critic is not None:
+            batch.update(self.critic.targets(old_values, estimate))
+        batch["advantages"] = np.asarray(estimate.advantages, np.float32)
         return batch, times
 
     def needs_behaviour_pass(self) -> bool:
         """The behaviour log-probs need a pass of their own unless the step makes exactly one optimizer update
         from the rollout (rl.num_iterations = rl.mini_batches = 1: the update's own forward, before the update,
-        is the behaviour policy; TRL skips it likewise) and nothing else reads them (GAE's values, a KL penalty
-        in the reward). rl.behaviour_pass = "always" keeps the pass (e.g. to log ppo_kl against the sampler)."""
+        is the behaviour policy; TRL skips it likewise) and nothing else reads them (a critic's values, a KL
+        penalty in the reward). rl.behaviour_pass = "always" keeps the pass (e.g. to log ppo_kl against the
+        sampler)."""
         rl = self.rl
         if str(rl.get("behaviour_pass", "auto")) == "always":
             return True
-        return not (int(rl.num_iterations) == 1 and int(rl.mini_batches) == 1 and rl.advantage != "gae"
-                    and not (rl.kl_in_reward and self.ref_params is not None))
+        return not (int(rl.num_iterations) == 1 and int(rl.mini_batches) == 1 and self.critic is None
+                    and not (rl.kl_in_reward and self.reference is not None))
 
     def logprob_pass(self, params, batch: dict) -> tuple[np.ndarray, np.ndarray | None]:
         """(log-probs [N,T], values [N,T] or None) of the rollout under `params`, in micro-batches of
@@ -470,9 +420,8 @@ class RLLearner:
     def evaluate(self) -> dict:
         """Greedy accuracy on every eval set (test, ood); pass@k and avg@n on test with rl.eval_samples samples."""
         from shared.eval.passk import pass_at_k
-        from shared.rl.tasks import checker
 
-        check = checker(self.rl.task)
+        check = self.reward.checker()
         out = {}
         for split, examples in self.eval_sets.items():
             rollout = self.sampler.generate(self.rollout_params(), self.encode_prompts(examples),
@@ -590,11 +539,7 @@ class RLLearner:
 
     def correct(self, scored: ScoredBatch) -> np.ndarray:
         """bool [N]: the task's own checker on each rollout (the rewards may also hold shaping terms)."""
-        from shared.rl.tasks import checker
-
-        check = checker(self.rl.task)
-        g = int(self.rl.group_size)
-        return np.array([check(scored.examples[i // g], text) for i, text in enumerate(scored.rollout.texts)], bool)
+        return self.reward.correct(scored.examples, scored.rollout.texts)
 
     def close(self):
         self.trainer.close()

@@ -1,0 +1,321 @@
+"""RL roles, as Tunix names them: actor, critic, reference, rollout, reward.
+
+Each role is a small object with its params (None: it holds none of its own), its optimizer (None: frozen, or
+trained through the actor's) and its mesh, built from the config. RLLearner (shared/rl/learner.py) composes
+them and never tests an algorithm's name:
+  Actor      the policy being trained: the Trainer's state (params and optimizer state) on the training mesh.
+  Critic     values V[N,T] for an advantage estimator that needs them (`Estimator.needs_critic`); built only
+             then, from CRITICS[rl.critic]. The built-in "scalar_head" (ScalarHeadCritic) is the policy's own
+             scalar head (model.heads must include "scalar"): values from the policy forward, its value loss
+             added to the actor's loss, no optimizer of its own.
+  Reference  the frozen reference policy, built only when rl.kl_coef > 0: compute-dtype params on the
+             training mesh, read for log-probs.
+  Rollout    the sampler and the compute-dtype copy of the actor it decodes from, on the training mesh or a
+             resharded one over the same devices (rl.rollout_mesh).
+  Reward     the RewardManager (rl.rewards) with DAPO overlong shaping, and the task's own checker.
+
+Advantage estimators (ADVANTAGES, rl.advantage) are plain functions fn(rewards, mask, group_size, rl_cfg,
+values=None) -> A[N,T] (no critic), or `Estimator(fn, needs_critic=True)` entries whose fn gets the critic's
+values[N,T] and returns `Estimate(advantages, returns)`. A project registers either with
+`@register_advantage("p/name", needs_critic=...)`, and its own critic class with `@CRITICS.register("p/name")`
+(a `Critic` subclass), without touching shared/.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+
+from shared import sharding as sh
+from shared.registry import ADVANTAGES, CRITICS
+from shared.rl import algorithms as alg
+from shared.rl import budget
+from shared.rl.algorithms import Estimate, Estimator
+
+__all__ = ["Actor", "Critic", "Estimate", "Estimator", "Reference", "Reward", "Rollout", "ScalarHeadCritic",
+           "build_critic", "estimator", "register_advantage"]
+
+
+# ------------------------------------------------------------------ advantage estimators
+def estimator(name: str) -> Estimator:
+    """ADVANTAGES[name] as an Estimator (a plain function is one that needs no critic)."""
+    entry = ADVANTAGES.get(name)
+    return entry if isinstance(entry, Estimator) else Estimator(entry)
+
+
+def register_advantage(name: str, *, needs_critic: bool = False, override: bool = False) -> Callable:
+    """Decorator: registers fn(rewards, mask, group_size, rl_cfg, values=None) under ADVANTAGES[name]; with
+    needs_critic it gets the critic's values[N,T] and returns Estimate(advantages, returns). Returns fn."""
+
+    def add(fn):
+        ADVANTAGES.register(name, Estimator(fn, needs_critic=needs_critic), override=override)
+        return fn
+
+    return add
+
+
+# ------------------------------------------------------------------ actor
+class Actor:
+    """The policy being trained: the Trainer's state, its optimizer, the training mesh."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    @property
+    def params(self):
+        return self.trainer.params
+
+    @property
+    def optimizer(self):
+        return self.trainer.optimizer
+
+    @property
+    def mesh(self) -> Mesh:
+        return self.trainer.mesh
+
+    @property
+    def rules(self):
+        return self.trainer.rules
+
+    @property
+    def graphdef(self):
+        return self.trainer.graphdef
+
+    @property
+    def attention(self) -> str:
+        return self.trainer.attention
+
+
+# ------------------------------------------------------------------ critic
+class Critic:
+    """Values V[N,T] for an estimator that needs them; a subclass registered in CRITICS (named by rl.critic)
+    says where they come from and how they are trained:
+      values(model, picked) -> V[N,T]      inside the policy's forward (jitted): `model` is the merged policy,
+                                          `picked` [N,T,D] its final hidden states at the completion positions
+      loss(values, batch, rl_cfg) -> (loss, metrics)
+                                          added to the actor's loss in every optimizer step
+      targets(values, estimate) -> dict   fields the update batch gets for `loss`: by default the behaviour
+                                          pass's values ("old_values") and the estimator's returns ("returns")
+    The critic is built from the config before the actor's Trainer (its loss is part of the actor's), then
+    attached to the actor. params / optimizer / mesh: what it holds; optimizer None = the actor's."""
+
+    optimizer = None
+
+    def __init__(self, config):
+        self.config = config
+        self.actor: Actor | None = None
+
+    def attach(self, actor: Actor) -> None:
+        self.actor = actor
+
+    @property
+    def params(self):
+        return None
+
+    @property
+    def mesh(self):
+        return None if self.actor is None else self.actor.mesh
+
+    def values(self, model, picked) -> jax.Array:
+        raise NotImplementedError
+
+    def loss(self, values, batch: dict, rl_cfg) -> tuple[jax.Array, dict]:
+        raise NotImplementedError
+
+    def targets(self, values, estimate: Estimate) -> dict:
+        if estimate.returns is None:
+            raise ValueError(f"advantage estimator rl.advantage={self.config.rl.advantage!r} needs a critic but "
+                             "returned no value targets: return Estimate(advantages, returns)")
+        return {"old_values": np.asarray(values), "returns": np.asarray(estimate.returns)}
+
+
+@CRITICS.register("scalar_head")
+class ScalarHeadCritic(Critic):
+    """The policy's own scalar head as the critic (PPO with a shared trunk): values from the policy forward,
+    the clipped value loss (rl.value_clip) x rl.value_coef added to the actor's loss, no optimizer of its own."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        heads = list(config.model.heads)
+        if "scalar" not in heads:
+            raise ValueError(f"rl.advantage={config.rl.advantage!r} needs a critic and rl.critic="
+                             f"{config.rl.get('critic', 'scalar_head')!r} reads the policy's scalar head, but "
+                             f"model.heads={heads} has none: add it (model.heads=['lm', 'scalar'])")
+
+    @property
+    def params(self):
+        return None if self.actor is None else self.actor.params["heads"]["scalar"]
+
+    def values(self, model, picked) -> jax.Array:
+        return model.heads["scalar"](picked, model)
+
+    def loss(self, values, batch: dict, rl_cfg) -> tuple[jax.Array, dict]:
+        v_loss = alg.value_loss(values, batch["old_values"], batch["returns"], batch["mask"], rl_cfg.value_clip)
+        return rl_cfg.value_coef * v_loss, {"value_loss": v_loss}
+
+
+def build_critic(config, estimate_with: Estimator) -> Critic | None:
+    """CRITICS[rl.critic](config) when the estimator needs values, else None."""
+    if not estimate_with.needs_critic:
+        return None
+    return CRITICS.get(str(config.rl.get("critic", "scalar_head")))(config)
+
+
+# ------------------------------------------------------------------ reference
+class Reference:
+    """The frozen reference policy: compute-dtype params on the training mesh, no optimizer. `logprobs` reads
+    them through `forward(params, batch) -> (logp, values)` (the learner's micro-batched pass)."""
+
+    optimizer = None
+
+    def __init__(self, params, mesh: Mesh, forward: Callable):
+        self.params, self.mesh, self._forward = params, mesh, forward
+
+    @classmethod
+    def build(cls, config, actor: Actor, init_params, forward: Callable) -> "Reference":
+        """The warm start when there is one, else the seed's random init."""
+        from shared.model import create_sharded
+        from shared.model.transformer import _cast_weights
+
+        _, state = create_sharded(config.model, actor.mesh, config.seed, actor.rules)
+        params = state.to_pure_dict()
+        if init_params is not None:
+            abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
+            params = init_params(abstract)
+        # held in the compute dtype: the forward casts every weight matrix to it anyway (same numbers, half the
+        # memory of float32 masters); 1-D norm scales stay as they are
+        params = jax.jit(lambda p: _cast_weights(p, jnp.dtype(config.model.dtype)))(params)
+        return cls(params, actor.mesh, forward)
+
+    def logprobs(self, batch: dict) -> np.ndarray:
+        return self._forward(self.params, batch)[0]
+
+
+# ------------------------------------------------------------------ rollout
+class Rollout:
+    """The sampler and the weights it decodes from: a compute-dtype copy of the actor, cast once per rollout,
+    on the training mesh (rl.rollout_mesh="") or resharded over the same devices with every device on one
+    axis: "data" (weights replicated, rows split) or "tensor" (tensor-parallel weights); "auto" picks "data"
+    on several devices when the copy fits easily. No optimizer."""
+
+    optimizer = None
+
+    def __init__(self, config, actor: Actor, tokenizer):
+        from shared.rl.sampler import Sampler
+
+        self.config, self.actor = config, actor
+        rl = config.rl
+        self.kind = self._kind(str(rl.get("rollout_mesh", "auto") or ""))
+        self.mesh = self._make_mesh(self.kind)
+        decode_attention = str(rl.get("decode_attention", "auto"))
+        if decode_attention == "auto" and self.kind == "tensor":
+            # the Pallas decode kernels run per row shard with whole weights: tensor-sharded ones would be
+            # gathered at every step
+            decode_attention = "xla"
+        self.sampler = Sampler(actor.graphdef, config.model, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id,
+                               mesh=self.mesh, rules=actor.rules, attention=actor.attention, tokenizer=tokenizer,
+                               layer_loop=str(rl.get("layer_loop", "python")), decode_attention=decode_attention)
+        dtype = jnp.dtype(config.model.dtype)
+        self._cast = jax.jit(lambda p: jax.tree.map(
+            lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p),
+            out_shardings=self._shardings())
+        self._cache = (None, None)
+        self._max_rows: dict[int, int] = {}
+
+    def _kind(self, kind: str) -> str:
+        """rl.rollout_mesh "auto": "data" (a replicated compute-dtype copy, rows split: no communication per decode
+        step; 2.1x faster rollouts than decoding from fsdp-sharded weights for the 1.5B shape on 2 H100s,
+        bench/RESULTS.md) on several devices when the copy takes under a quarter of a device's free memory,
+        else "" (the training mesh)."""
+        if kind != "auto":
+            return kind
+        memory = budget.device_memory()
+        if self.actor.mesh.size == 1 or memory is None:
+            return ""
+        limit, in_use = memory
+        copy = sum(x.size for x in jax.tree.leaves(self.actor.params)) * jnp.dtype(self.config.model.dtype).itemsize
+        return "data" if copy < (limit - in_use) // 4 else ""
+
+    def _make_mesh(self, kind: str) -> Mesh:
+        """The training mesh (""), or its devices all on the data or tensor axis."""
+        if not kind:
+            return self.actor.mesh
+        if kind not in ("data", "tensor"):
+            raise ValueError(f"rl.rollout_mesh={kind!r}: expected '' (the training mesh), 'data' or 'tensor'")
+        devices = np.asarray(self.actor.mesh.devices).reshape(-1)
+        shape = {"data": (devices.size, 1, 1), "tensor": (1, 1, devices.size)}[kind]
+        return Mesh(devices.reshape(shape), sh.MESH_AXES)
+
+    def _shardings(self):
+        """Shardings of the copy on the rollout mesh (None: keep the training ones)."""
+        if self.mesh is self.actor.mesh:
+            return None
+        from flax import nnx
+
+        from shared.model import build_model
+
+        abstract = nnx.split(nnx.eval_shape(lambda: build_model(self.config.model)))[1]
+        return sh.state_shardings(abstract, self.mesh, self.actor.rules).to_pure_dict()
+
+    @property
+    def params(self):
+        """The actor in the compute dtype, cast once per actor state instead of inside every decode step."""
+        if jnp.dtype(self.config.model.dtype) == jnp.float32 and self.mesh is self.actor.mesh:
+            return self.actor.params
+        state = self.actor.trainer.state
+        if self._cache[0] is not state:
+            self._cache = (state, self._cast(self.actor.params))
+        return self._cache[1]
+
+    def drop(self) -> None:
+        """Frees the copy (its memory goes to the update); the next rollout casts again."""
+        self._cache = (None, None)
+
+    def max_rows(self, prompts, max_new_tokens: int) -> int:
+        """Rows per sampler call for these prompts' cache length (fixed per length once chosen: one compile)."""
+        from shared.rl.sampler import SamplingParams
+
+        bucket = self.sampler.bucket_for(max(len(p) for p in prompts), SamplingParams.prompt_buckets)
+        slots = bucket + int(max_new_tokens)
+        if slots not in self._max_rows:
+            self._max_rows[slots] = budget.rollout_max_rows(self.config, slots, self.sampler.batch_multiple())
+        return self._max_rows[slots]
+
+
+# ------------------------------------------------------------------ reward
+class Reward:
+    """The rewards of a rollout: the RewardManager (rl.rewards; "task" = the task's own checker) plus DAPO
+    overlong shaping (rl.overlong_len), and the task's checker for correctness and evaluation. No params."""
+
+    params = optimizer = mesh = None
+
+    def __init__(self, config, manager):
+        self.rl, self.manager = config.rl, manager
+
+    def score(self, examples: list[dict], texts: list[str], lengths) -> tuple[np.ndarray, dict]:
+        """(rewards [N], metrics) of G completions per example (group-contiguous)."""
+        rl = self.rl
+        g = int(rl.group_size)
+        prompts = [e["prompt"] for e in examples for _ in range(g)]
+        columns = {k: [e.get(k) for e in examples for _ in range(g)]
+                   for k in examples[0] if k not in ("prompt", "completion")}
+        rewards, metrics = self.manager(prompts, texts, **columns)
+        rewards = np.asarray(rewards, np.float32)
+        if rl.overlong_len:
+            rewards = rewards + np.asarray(alg.overlong_penalty(jnp.asarray(lengths), int(rl.overlong_len),
+                                                                int(rl.overlong_cache), float(rl.overlong_penalty)))
+        return rewards, metrics
+
+    def checker(self):
+        """The task's own checker (example, text) -> bool."""
+        from shared.rl.tasks import checker
+
+        return checker(self.rl.task)
+
+    def correct(self, examples: list[dict], texts: list[str], n: int | None = None) -> np.ndarray:
+        """bool [N]: the checker on each of n completions per example (n: rl.group_size)."""
+        check, n = self.checker(), int(n or self.rl.group_size)
+        return np.array([check(examples[i // n], text) for i, text in enumerate(texts)], bool)
