@@ -68,7 +68,7 @@ def use_compile_cache(config, workdir: str) -> None:
 
 
 def load_examples(config, split: str, n: int, data_seed: int | None = None) -> list[dict]:
-    from shared.rl.tasks import load_task
+    from shared.data.examples import load_task
 
     options = dict(config.data.task_options.to_dict())
     if data_seed is not None:
@@ -190,7 +190,7 @@ def placed(leaves):
 def greedy_accuracy(trainer, tokenizer, examples, *, kind: str, config, mask_id: int | None,
                     batch_size: int = 256) -> float:
     """Exact-match accuracy of greedy decoding on fixed-width examples (LLaDA decoding or left-to-right)."""
-    from shared.rl.tasks import checker
+    from shared.data.examples import checker
 
     check = checker(config.data.source)
     opts = diffusion_options(config)

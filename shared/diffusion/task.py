@@ -30,7 +30,7 @@ from shared.train.trainer import Trainer, write_summary
 def diffusion_greedy_eval(trainer, tokenizer, config, task: str, examples: list[dict], *, mask_id: int,
                           batch_size: int = 64) -> dict:
     """Greedy accuracy of LLaDA decoding on `examples` of rl task `task` (judged by its checker)."""
-    from shared.rl.tasks import checker
+    from shared.data.examples import checker
 
     opts = diffusion_options(config)
     check = checker(task)

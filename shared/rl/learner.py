@@ -470,7 +470,7 @@ class RLLearner:
     def evaluate(self) -> dict:
         """Greedy accuracy on every eval set (test, ood); pass@k and avg@n on test with rl.eval_samples samples."""
         from shared.eval.passk import pass_at_k
-        from shared.rl.tasks import checker
+        from shared.data.examples import checker
 
         check = checker(self.rl.task)
         out = {}
@@ -590,7 +590,7 @@ class RLLearner:
 
     def correct(self, scored: ScoredBatch) -> np.ndarray:
         """bool [N]: the task's own checker on each rollout (the rewards may also hold shaping terms)."""
-        from shared.rl.tasks import checker
+        from shared.data.examples import checker
 
         check = checker(self.rl.task)
         g = int(self.rl.group_size)
