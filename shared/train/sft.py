@@ -40,6 +40,7 @@ import jax
 import numpy as np
 
 from shared.data.sources import DataError, resolve_files, split_names
+from shared.distributed import main_process_first
 from shared.registry import TASKS
 from shared.train.tasks import finished_summary, params_initializer
 from shared.train.trainer import Trainer, write_summary
@@ -312,13 +313,8 @@ def build_sft_data(config, workdir: str):
         return build_tokenizer(config.data, workdir, config.model.vocab_size,
                                train_texts=lambda: [e["prompt"] + e["completion"] for e in train])
 
-    if jax.process_count() > 1:  # process 0 trains (and caches) a sentencepiece model; the others load it
-        from jax.experimental import multihost_utils
-
-        if jax.process_index() == 0:
-            make_tokenizer()
-        multihost_utils.sync_global_devices("sft tokenizer ready")
-    tokenizer = make_tokenizer()
+    # process 0 trains (and caches) a sentencepiece model; the others load it
+    tokenizer = main_process_first(make_tokenizer, "sft tokenizer ready")
     seq_len = int(config.data.seq_len)
     process, processes = jax.process_index(), jax.process_count()
     local_batch = int(config.train.batch_size) // processes
