@@ -428,7 +428,7 @@ def grpo_examples(n: int, seed: int, prompt_len: int = 0) -> list[dict]:
     """rl/arithmetic train examples (ops +-*). prompt_len > 0: every prompt is left-padded with filler text to exactly
     prompt_len - 1 UTF-8 bytes, so BOS + its byte tokens are prompt_len tokens with the byte tokenizer; "answer" is
     kept, so the task checker still gives the reward."""
-    from shared.rl.tasks import load_task
+    from shared.data.examples import load_task
 
     examples = load_task("rl/arithmetic", "train", n, seed, ops="+-*")
     if prompt_len <= 0:
@@ -644,7 +644,7 @@ def byte_tokenizer_hf():
 
 
 def run_trl(spec: dict) -> dict:
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")   # shared.rl.tasks imports jax: keep it off the GPU
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")   # shared.data imports jax: keep it off the GPU
     # One GPU: GRPOTrainer refuses nn.DataParallel over several visible GPUs (set before torch starts CUDA).
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None or "," in visible:
@@ -665,7 +665,7 @@ def run_trl(spec: dict) -> dict:
         from transformers import AutoModelForCausalLM, Qwen2Config, TrainerCallback
         from trl import GRPOConfig, GRPOTrainer
 
-        from shared.rl.tasks import checker
+        from shared.data.examples import checker
 
         torch.manual_seed(0)
         m = model_fields(spec["shape"])

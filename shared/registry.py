@@ -19,11 +19,10 @@ from typing import Any, Callable, Iterable, Iterator
 # layer, so they are named, not imported, here).
 BUILTIN_MODULES = (
     "shared.model",          # blocks, norms, heads
-    "shared.data",           # datasets, tokenizers
-    "shared.rl.tinygsm_sym",  # the TinyGSM-Sym task family (to shared.data with the other example sets)
+    "shared.data",           # datasets, tokenizers, the example sets rl/* and their checkers
     "shared.train",          # losses, optimizers, schedules, the pretrain task
     "shared.train.sft",      # the sft task
-    "shared.rewards",        # rewards (and the task/<name> family)
+    "shared.rewards",        # rewards, and the family task/<name> of every example set's checker
     "shared.rl",             # advantages, policy losses, critics, the rl task
     "shared.rm",             # the rm task and its loss-hook registry
     "shared.diffusion",      # masked diffusion: the mdm task, t-samplers and mask-samplers
@@ -79,7 +78,7 @@ class Registry:
 
     def register_family(self, prefix: str, members: Callable[[], Iterable[str]], build: Callable[[str], Any]) -> None:
         """Entries `prefix + m` for every m that `members()` lists at lookup time, each built by `build(m)` when
-        looked up (e.g. REWARDS "task/<name>" from CHECKERS, whoever registers the checker, and when)."""
+        looked up (e.g. REWARDS "task/<name>" for every task checker, whoever registers it, and when)."""
         self._families.append(_Family(prefix, members, build))
 
     def _family_entry(self, name: str):

@@ -14,7 +14,7 @@ from conftest import REPO_ROOT
 LAYERS = (
     ("shared", "shared.registry"),                      # names and their registries
     ("shared.config",),                                  # the config schema, loading, validation, mesh plan
-    ("shared.sharding", "shared.metrics", "shared.stats"),  # logical axes -> meshes; metrics, FLOPs; CIs
+    ("shared.sharding", "shared.metrics", "shared.stats", "shared.distributed"),  # meshes; metrics; CIs; barriers
     ("shared.model", "shared.data", "shared.checkpoint", "shared.eval", "shared.mi"),
     ("shared.train", "shared.rewards"),                  # the Trainer, losses, SFT; the reward contract
     ("shared.rl", "shared.rm", "shared.diffusion"),      # post-training loops on the Trainer

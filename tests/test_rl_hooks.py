@@ -15,7 +15,7 @@ from shared.rewards import RewardManager
 from shared.rl.learner import RLHook, RLLearner, ScoredBatch
 from shared.train import Hook
 from shared.rl.sampler import Rollout
-from shared.rl.tasks import load_task
+from shared.data.examples import load_task
 
 B, G = 8, 8
 

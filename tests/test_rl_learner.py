@@ -58,7 +58,7 @@ def toy_config(steps):
 
 
 def make_learner(config, workdir):
-    from shared.rl.tasks import load_task
+    from shared.data.examples import load_task
 
     tokenizer = build_tokenizer(config.data, None, config.model.vocab_size)
     train = load_task(config.rl.task, "train", 64, 0)

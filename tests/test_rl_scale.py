@@ -10,7 +10,7 @@ from shared.data import build_tokenizer
 from shared.rewards import RewardManager
 from shared.rl import budget
 from shared.rl.learner import RLLearner
-from shared.rl.tasks import load_task
+from shared.data.examples import load_task
 
 
 def scale_config(preset="cpu_1", micro_batch_tokens=0, dtype="float32", **rl):

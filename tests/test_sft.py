@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import shared.builtin  # noqa: F401  built-in registries
-import shared.rl.tasks  # noqa: F401  rl/<task> datasets
+import shared.data  # noqa: F401  rl/<task> datasets
 from shared.config import load_config, validate
 from shared.data import ByteTokenizer, DataError
 from shared.registry import LOSSES, TASKS

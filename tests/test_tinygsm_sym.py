@@ -1,4 +1,4 @@
-"""TinyGSM-Sym (shared/rl/tinygsm_sym.py): generator properties per split and the outcome / process checkers on
+"""TinyGSM-Sym (shared/data/tasks/tinygsm_sym.py): generator properties per split and the outcome / process checkers on
 hand-made solutions."""
 import re
 
@@ -7,8 +7,8 @@ import pytest
 
 import shared.builtin  # noqa: F401
 from shared.registry import DATASETS, REWARDS
-from shared.rl import tinygsm_sym as T
-from shared.rl.tasks import load_task
+from shared.data.examples import load_task
+from shared.data.tasks import tinygsm_sym as T
 
 # A hand-made problem: 17 + 3*5 - 9 = 23; its numbers are 17 3 5 9 (and 4, a distractor).
 PROBLEM = {"prompt": "Q: Ann has 17 pens. Ann buys 3 bags with 5 pens in each. Ben is 4 years old. Ann gives 9 pens "

@@ -1,6 +1,6 @@
 """TinyGSM-Sym evaluation of an RL run (clipo.md D.3), as an RL hook: before RL (the warm start) and at the end.
 
-Per set s of config.clipo_eval.sets (id, sym, p1, p2, noop, noleak; shared/rl/tinygsm_sym.py):
+Per set s of config.clipo_eval.sets (id, sym, p1, p2, noop, noleak; shared/data/tasks/tinygsm_sym.py):
   tgs/<s>_greedy      greedy accuracy (outcome)
   tgs/<s>_pw_rate     among greedy outcome-correct answers, the fraction whose steps fail the process checker
   tgs/<s>_copy_rate   greedy answers that are a question number without a valid derivation (the leak shortcut)
@@ -31,7 +31,7 @@ def eval_options(config) -> dict:
 def set_metrics(examples: list[dict], greedy: list[str], samples: list[list[str]] | None) -> dict:
     """The metrics of one set from its greedy completions and (optionally) its sampled completions."""
     from shared.eval.passk import pass_at_k
-    from shared.rl.tinygsm_sym import check_tinygsm_sym, is_copy, process_valid
+    from shared.data.tasks.tinygsm_sym import check_tinygsm_sym, is_copy, process_valid
 
     correct = np.array([check_tinygsm_sym(e, t) for e, t in zip(examples, greedy)])
     valid = np.array([process_valid(e, t) for e, t in zip(examples, greedy)])
@@ -59,7 +59,7 @@ class TinyGsmEval(RLHook):
         self._sets = None
 
     def sets(self) -> dict[str, list[dict]]:
-        from shared.rl.tasks import load_task
+        from shared.data.examples import load_task
 
         if self._sets is None:
             o = self.options

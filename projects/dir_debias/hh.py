@@ -18,7 +18,7 @@ import random
 
 from shared.data.sources import DataError
 from shared.registry import DATASETS
-from shared.rl.tasks import read_records
+from shared.data.records import read_records
 from shared.rm.data import pair_record
 from projects.dir_debias.synpref import split_rho
 

@@ -20,7 +20,7 @@ import random
 import re
 
 from shared.data.sources import hash_fraction
-from shared.rl.tasks import register_task
+from shared.data.examples import register_task
 
 ANSWER_RE = re.compile(r"####(-?\d+)")
 DELIMITER = "####"

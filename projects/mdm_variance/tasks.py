@@ -28,9 +28,10 @@ import numpy as np
 
 from shared import sharding as sh
 from shared.config import write_config
-from shared.diffusion import (decode_batch, elbo_loss_fn, evaluate_loss, masked_losses, mdm_inputs, mdm_loss_fn,
-                              model_logits_fn, resolve_mask_id)
+from shared.diffusion import masked_losses, mdm_inputs, mdm_loss_fn, model_logits_fn
 from shared.diffusion.loss import diffusion_options
+from shared.diffusion.task import (checked_accuracy, decode_texts, evaluate_batches, heldout_elbo, mask_id_for,
+                                   mdm_loss_factory)
 from shared.registry import TASKS
 from shared.train.step import lm_loss_fn
 from shared.train.trainer import Trainer, write_summary
@@ -68,7 +69,7 @@ def use_compile_cache(config, workdir: str) -> None:
 
 
 def load_examples(config, split: str, n: int, data_seed: int | None = None) -> list[dict]:
-    from shared.rl.tasks import load_task
+    from shared.data.examples import load_task
 
     options = dict(config.data.task_options.to_dict())
     if data_seed is not None:
@@ -90,10 +91,6 @@ def tokenizer_of(config, workdir: str):
     from shared.data import build_tokenizer
 
     return build_tokenizer(config.data, workdir, config.model.vocab_size)
-
-
-def mdm_ids(config, tokenizer) -> int:
-    return resolve_mask_id(diffusion_options(config), tokenizer.vocab_size, config.model.vocab_size)
 
 
 def batches_of(rows: dict, batch_size: int) -> list[dict]:
@@ -149,8 +146,7 @@ def ensure_theta0(config, workdir: str, kind: str) -> str:
         train_iter = SFTBatchIterator(rows, int(opts.batch_size), seed=int(opts.seed))
         factory = None
         if kind == "mdm":
-            mask_id = mdm_ids(cfg, tokenizer)
-            factory = lambda attention: mdm_loss_fn(cfg, attention, mask_id=mask_id, eos_id=tokenizer.eos_id)  # noqa: E731
+            factory = mdm_loss_factory(cfg, mask_id=mask_id_for(cfg, tokenizer), eos_id=tokenizer.eos_id)
         trainer = Trainer(cfg, directory, loss_fn_factory=factory)
         print(f"[mdm_variance] theta0 ({kind}) -> {directory}: {opts.steps} steps", flush=True)
         summary = trainer.fit(train_iter, [])
@@ -189,47 +185,37 @@ def placed(leaves):
 
 def greedy_accuracy(trainer, tokenizer, examples, *, kind: str, config, mask_id: int | None,
                     batch_size: int = 256) -> float:
-    """Exact-match accuracy of greedy decoding on fixed-width examples (LLaDA decoding or left-to-right)."""
-    from shared.rl.tasks import checker
+    """Exact-match accuracy of greedy decoding on fixed-width examples (LLaDA decoding or left-to-right): the
+    prompts need no padding, and the decoding block divides the answer region."""
+    from shared.data.examples import checker
 
     check = checker(config.data.source)
     opts = diffusion_options(config)
     gen = len(tokenizer.encode(examples[0]["completion"])) + 1  # completion + eos
-    correct = 0
-    for s in range(0, len(examples), batch_size):
-        chunk = examples[s:s + batch_size]
+    block = min(int(opts.decode_block), gen)
+    while gen % block:
+        block -= 1
+    fill = mask_id if kind == "mdm" else tokenizer.pad_id
+
+    def decode(chunk: list[dict]) -> list[str]:
         prompts = np.asarray([tokenizer.encode(e["prompt"]) for e in chunk], np.int32)
         if kind == "arm":
             prompts = np.concatenate([np.full((len(chunk), 1), tokenizer.bos_id, np.int32), prompts], 1)
-        start = prompts.shape[1]
-        fill = mask_id if kind == "mdm" else tokenizer.pad_id
         x = np.concatenate([prompts, np.full((len(chunk), gen), fill, np.int32)], 1)
-        block = min(int(opts.decode_block), gen)
-        while gen % block:
-            block -= 1
-        with sh.use_mesh(trainer.mesh, trainer.rules):
-            out = decode_batch(trainer.graphdef, trainer.params, jnp.asarray(x), gen_start=start, gen_length=gen,
-                               steps=int(opts.decode_steps) or gen, block_length=block,
-                               mask_id=int(mask_id if mask_id is not None else 0), attention=trainer.attention,
-                               causal=kind == "arm")
-        out = np.asarray(jax.device_get(out))[:, start:]
-        for example, ids in zip(chunk, out):
-            ids = list(ids)
-            if tokenizer.eos_id in ids:
-                ids = ids[:ids.index(tokenizer.eos_id)]
-            correct += bool(check(example, tokenizer.decode(ids)))
-    return correct / max(len(examples), 1)
+        return decode_texts(trainer, tokenizer, jnp.asarray(x), gen_length=gen, steps=int(opts.decode_steps) or gen,
+                            block_length=block, mask_id=int(mask_id if mask_id is not None else 0),
+                            attention=trainer.attention, causal=kind == "arm")
+
+    return checked_accuracy(examples, check, decode, batch_size=batch_size)[0]
 
 
-def heldout_loss(trainer, config, rows, *, kind: str, mask_id: int | None, eos_id: int, masks: int) -> float:
-    batch = min(64, len(rows["inputs"]))
-    batches = [trainer.to_global(b) for b in batches_of(rows, batch)]
+def heldout_loss(trainer, config, rows, *, kind: str, mask_id: int | None, eos_id: int) -> float:
+    """The held-out NLL (ARM) or ELBO (MDM, diffusion.elbo_masks masks per example) of rows."""
+    batches = batches_of(rows, min(64, len(rows["inputs"])))
     if kind == "arm":
-        loss_fn = lm_loss_fn(derived(config, {"train.loss": "sft_xent"}), trainer.attention)
-    else:
-        loss_fn = elbo_loss_fn(config, trainer.attention, mask_id=mask_id, eos_id=eos_id, masks=masks)
-    with sh.use_mesh(trainer.mesh, trainer.rules):
-        return evaluate_loss(loss_fn, trainer.graphdef, trainer.params, batches)
+        return evaluate_batches(trainer, lm_loss_fn(derived(config, {"train.loss": "sft_xent"}), trainer.attention),
+                                batches)
+    return heldout_elbo(trainer, config, batches, mask_id=mask_id, eos_id=eos_id)
 
 
 def stats_of(values) -> dict:
@@ -254,7 +240,7 @@ def finetune(config, workdir: str) -> dict:
     os.makedirs(workdir, exist_ok=True)
     base = derived(config, {"model.causal": kind == "arm", "train.loss": "sft_xent"})
     tokenizer = tokenizer_of(base, workdir)
-    mask_id = mdm_ids(base, tokenizer) if kind == "mdm" else None
+    mask_id = mask_id_for(base, tokenizer) if kind == "mdm" else None
     train_rows = make_rows(tokenizer, load_examples(base, "train", int(base.data.n_train)), int(base.data.seq_len),
                            "data.n_train")
     test = load_examples(base, "test", int(opts.eval_examples))
@@ -283,9 +269,8 @@ def finetune(config, workdir: str) -> dict:
         write_config(cfg, seed_dir)
         factory = None
         if kind == "mdm":
-            factory = lambda attention, cfg=cfg: mdm_loss_fn(  # noqa: E731
-                cfg, attention, mask_id=mask_id, eos_id=tokenizer.eos_id, t_sampler=t_sampler,
-                mask_sampler=mask_sampler)
+            factory = mdm_loss_factory(cfg, mask_id=mask_id, eos_id=tokenizer.eos_id, t_sampler=t_sampler,
+                                       mask_sampler=mask_sampler)
         trainer = Trainer(cfg, seed_dir, init_params=placed(theta0), loss_fn_factory=factory)
         if trainer.start_step == 0:
             trainer.state["rng"] = jax.device_put(jax.random.key(seed), trainer.state["rng"].sharding)
@@ -301,8 +286,7 @@ def finetune(config, workdir: str) -> dict:
         summary = trainer.fit(train_iter, [])
         summary["eval/accuracy"] = greedy_accuracy(trainer, tokenizer, test, kind=kind, config=cfg, mask_id=mask_id)
         key = "eval/nll" if kind == "arm" else "eval/elbo"
-        summary[key] = heldout_loss(trainer, cfg, test_rows, kind=kind, mask_id=mask_id, eos_id=tokenizer.eos_id,
-                                    masks=int(diffusion_options(cfg).elbo_masks))
+        summary[key] = heldout_loss(trainer, cfg, test_rows, kind=kind, mask_id=mask_id, eos_id=tokenizer.eos_id)
         if theta0_acc is not None:
             summary["eval/accuracy_theta0"] = theta0_acc
         trainer.metrics_writer.write(summary["steps"], {k: summary[k] for k in ("eval/accuracy", key)})
@@ -366,7 +350,7 @@ def variance(config, workdir: str) -> dict:
                      for _ in range(int(vopts.batch_reps))]
             out["batch_var"] = n * float(np.var(means, ddof=1))
         else:
-            mask_id = mdm_ids(base, tokenizer)
+            mask_id = mask_id_for(base, tokenizer)
             dopts = diffusion_options(base)
             t_sampler, mask_sampler = build_samplers(base, tokenizer)
             if isinstance(t_sampler, PPOTSSampler):

@@ -76,7 +76,7 @@ def rl_config() -> ml_collections.ConfigDict:
     c.dynamic_sampling = False       # DAPO: keep only groups whose rewards differ (filter_informative_groups)
     c.mask_truncated = False         # DAPO overlong filtering: zero the loss mask of truncated completions
     # The learner (shared/rl/learner.py).
-    c.task = "rl/arithmetic"         # DATASETS name of the prompt set (shared/rl/tasks.py)
+    c.task = "rl/arithmetic"         # DATASETS name of the prompt set (shared/data/examples.py)
     c.task_options = ml_collections.ConfigDict()  # kwargs of the task function (e.g. path for loaders)
     c.n_train = 2000                 # training examples drawn from the task
     c.n_eval = 128                   # test and ood examples for evaluation

@@ -5,7 +5,8 @@
   loss.py      the MDM loss as a Trainer loss_fn (mdm_loss_fn), config.diffusion (diffusion_config), the
                held-out ELBO
   decode.py    LLaDA-style decoding (llada_decode) and batched AR greedy decoding for the ARM baseline
-  task.py      TASKS "mdm": pre-training or SFT with the MDM loss through the shared Trainer
+  task.py      TASKS "mdm": pre-training or SFT with the MDM loss through the shared Trainer, and its pieces for
+               projects' own tasks (mask_id_for, mdm_loss_factory, decode_texts, checked_accuracy, heldout_elbo)
 
 The ARM baseline is the same network with model.causal = True trained by the shared "sft"/"pretrain" tasks.
 """

@@ -438,7 +438,7 @@ class RLLearner:
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict:
-        cfg, rl = self.config, self.rl
+        cfg = self.config
         steps = int(cfg.train.steps)
         writer = self.trainer.metrics_writer
         writer.truncate_after(self.start_step + 1)

@@ -311,7 +311,7 @@ class Reward:
 
     def checker(self):
         """The task's own checker (example, text) -> bool."""
-        from shared.rl.tasks import checker
+        from shared.data.examples import checker
 
         return checker(self.rl.task)
 

@@ -46,7 +46,7 @@ def sft_warmup_config(config) -> ml_collections.ConfigDict:
 
 def reward_specs(config) -> list:
     """config.rl.rewards with "task" resolved to the task's own checker ("task/<name>")."""
-    from shared.rl.tasks import short_name
+    from shared.data.examples import short_name
 
     specs = []
     for spec in config.rl.rewards:
@@ -62,7 +62,7 @@ def rl_task(config, workdir: str) -> dict:
     from shared.data import build_tokenizer
     from shared.rewards import RewardManager
     from shared.rl.learner import RLLearner
-    from shared.rl.tasks import load_task
+    from shared.data.examples import load_task
     from shared.train import write_summary
     from shared.train.tasks import finished_summary, params_initializer, run_params
 

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from shared.data.sources import DataError, resolve_files, split_names
-from shared.rl.tasks import read_records
+from shared.data.records import read_records
 from shared.train.sft import SFTBatchIterator
 
 HH_ASSISTANT = "\n\nAssistant:"

@@ -18,6 +18,7 @@ import numpy as np
 
 from shared.config import register_validator
 from shared.config.loader import ConfigError
+from shared.distributed import main_process_first
 from shared.registry import DATASETS, TASKS
 from shared.rm.data import PairBatchIterator, encode_pairs, encode_scored, eval_batches_of, load_pairs
 from shared.rm.hooks import LOSS_HOOKS
@@ -41,13 +42,8 @@ def build_rm_data(config, workdir: str):
         return build_tokenizer(data, workdir, config.model.vocab_size,
                                train_texts=lambda: [p["prompt"] + p["chosen"] + p["rejected"] for p in train])
 
-    if jax.process_count() > 1:  # process 0 trains (and caches) a sentencepiece model; the others load it
-        from jax.experimental import multihost_utils
-
-        if jax.process_index() == 0:
-            make_tokenizer()
-        multihost_utils.sync_global_devices("rm tokenizer ready")
-    tokenizer = make_tokenizer()
+    # process 0 trains (and caches) a sentencepiece model; the others load it
+    tokenizer = main_process_first(make_tokenizer, "rm tokenizer ready")
     process, processes = jax.process_index(), jax.process_count()
     seq_len = int(data.seq_len)
     train_rows, train_stats = encode_pairs(tokenizer, train[process::processes], seq_len)

@@ -1,7 +1,7 @@
 """Supervised fine-tuning on (prompt, completion) pairs with the loss on completion tokens only (TASKS "sft").
 
 Data (config.data):
-  source "rl/<task>"  examples of a registered task (shared.rl.tasks): train split for training, test split for
+  source "rl/<task>"  examples of a registered task (shared.data.examples): train split for training, test split for
                       evaluation, each example's "prompt" and gold "completion". data.task_options are the task's
                       keyword options (e.g. {"ops": "+-"} or {"path": ".../gsm8k"}); data.n_train examples.
   source "jsonl"      data.path (file, folder or glob of .jsonl) with one record per line, either
@@ -40,6 +40,7 @@ import jax
 import numpy as np
 
 from shared.data.sources import DataError, resolve_files, split_names
+from shared.distributed import main_process_first
 from shared.registry import TASKS
 from shared.train.tasks import finished_summary, params_initializer
 from shared.train.trainer import Trainer, write_summary
@@ -86,7 +87,7 @@ def sft_record(record: Any, where: str) -> dict:
 
 def read_sft_jsonl(pattern: str, key: str = "data.path") -> list[tuple[str, dict]]:
     """[(name "file:line", example)] of every record in the .jsonl files `pattern` names."""
-    from shared.rl.tasks import read_records
+    from shared.data.records import read_records
 
     files, root = resolve_files(pattern, key, (".jsonl",))
     out = []
@@ -106,7 +107,7 @@ def load_sft_examples(config) -> tuple[list[dict], list[dict], str | None]:
     data = config.data
     source = data.source
     if source.startswith("rl/"):
-        from shared.rl.tasks import load_task
+        from shared.data.examples import load_task
 
         options = _plain(data.get("task_options", {}))
         n_train = int(data.get("n_train", 10000))
@@ -263,7 +264,7 @@ def greedy_completions(graphdef, params, tokenizer, prompts: Sequence[str], max_
 def greedy_eval_sets(config, task: str | None) -> dict[str, list[dict]]:
     """{split: examples} for the greedy evaluation (data.greedy_eval_splits), loaded before training so a bad
     split fails early; {} when off, for a jsonl source, or on multi-process runs."""
-    from shared.rl.tasks import checker, load_task
+    from shared.data.examples import checker, load_task
 
     data = config.data
     count = int(data.get("greedy_eval_examples", 64))
@@ -281,7 +282,7 @@ def greedy_eval_sets(config, task: str | None) -> dict[str, list[dict]]:
 def greedy_eval(trainer: Trainer, tokenizer, config, task: str, sets: dict[str, list[dict]]) -> dict[str, Any]:
     """{"eval/greedy_accuracy[_<split>]": ..., "greedy_samples": {split: [...]}} over `sets`."""
     from shared.eval.passk import greedy_accuracy
-    from shared.rl.tasks import checker
+    from shared.data.examples import checker
 
     if not sets:
         return {}
@@ -312,13 +313,8 @@ def build_sft_data(config, workdir: str):
         return build_tokenizer(config.data, workdir, config.model.vocab_size,
                                train_texts=lambda: [e["prompt"] + e["completion"] for e in train])
 
-    if jax.process_count() > 1:  # process 0 trains (and caches) a sentencepiece model; the others load it
-        from jax.experimental import multihost_utils
-
-        if jax.process_index() == 0:
-            make_tokenizer()
-        multihost_utils.sync_global_devices("sft tokenizer ready")
-    tokenizer = make_tokenizer()
+    # process 0 trains (and caches) a sentencepiece model; the others load it
+    tokenizer = main_process_first(make_tokenizer, "sft tokenizer ready")
     seq_len = int(config.data.seq_len)
     process, processes = jax.process_index(), jax.process_count()
     local_batch = int(config.train.batch_size) // processes

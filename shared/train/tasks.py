@@ -4,6 +4,7 @@ from __future__ import annotations
 import jax
 
 from shared.config import register_validator
+from shared.distributed import main_process_first
 from shared.registry import TASKS
 from shared.train.trainer import Trainer, write_summary
 
@@ -15,13 +16,8 @@ def build_data(config, workdir):
     def make_tokenizer():
         return build_tokenizer(config.data, workdir, config.model.vocab_size, train_texts=lambda: load_texts(config)[0])
 
-    if jax.process_count() > 1:
-        # Process 0 trains (and caches) a sentencepiece model first; the others then load the cached file.
-        from jax.experimental import multihost_utils
-        if jax.process_index() == 0:
-            make_tokenizer()
-        multihost_utils.sync_global_devices("tokenizer ready")
-    tokenizer = make_tokenizer()
+    # Process 0 trains (and caches) a sentencepiece model first; the others then load the cached file.
+    tokenizer = main_process_first(make_tokenizer, "tokenizer ready")
     local_batch = config.train.batch_size // jax.process_count()
     shard = dict(process_index=jax.process_index(), process_count=jax.process_count())
     train_iter = make_train_iterator(config, tokenizer, local_batch_size=local_batch, **shard)

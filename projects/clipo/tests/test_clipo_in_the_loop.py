@@ -18,7 +18,7 @@ from shared.data import build_tokenizer
 from shared.rewards import RewardManager
 from shared.rl.learner import RLLearner
 from shared.rl.task import reward_specs
-from shared.rl.tasks import load_task
+from shared.data.examples import load_task
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 B, G = 4, 4

@@ -25,18 +25,18 @@ which keeps the column a flat string), leak (bool), template, ops, paths (distin
 Checkers: `check_tinygsm_sym` (outcome: the final answer, after "####" or else the last number, equals the
 answer) is the task's reward "task/tinygsm_sym"; `process_errors` / `process_valid` check every step
 (parseable, arithmetic right, operands are question numbers or earlier results, the final answer is the last
-step's result); "task/tinygsm_sym_process" rewards outcome AND process. `is_copy` flags a final answer that
+step's result); `check_process` (outcome AND process) is the reward "task/tinygsm_sym_process" (both rewards
+are registered in shared/rewards/task.py). `is_copy` flags a final answer that
 is one of the question's numbers without a valid derivation (the leak shortcut).
 """
 from __future__ import annotations
 
 import random
 import re
-from typing import Any, Iterator
+from typing import Iterator
 
+from shared.data.examples import Example, register_task
 from shared.data.sources import DataError, hash_fraction
-from shared.registry import REWARDS
-from shared.rl.tasks import Example, register_task, task_reward
 
 NAME = "tinygsm_sym"
 EVAL_SPLITS = ("id", "sym", "p1", "p2", "noop", "noleak")
@@ -420,15 +420,3 @@ def tinygsm_sym(split: str, n: int, seed: int = 0, *, leak_fraction: float = 0.2
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"rl/{NAME}: test_fraction must be in (0, 1), got {test_fraction}")
     return _generate_split(split, n, seed, leak_fraction, test_fraction)
-
-
-def process_reward(prompts, completions, **columns: Any) -> list[float]:
-    """1.0 when the answer is right and derived by valid steps (check_process); the reward contract."""
-    return [float(check_process({"prompt": prompts[i], **{k: v[i] for k, v in columns.items()}}, completions[i]))
-            for i in range(len(completions))]
-
-
-if f"task/{NAME}" not in REWARDS:
-    REWARDS.register(f"task/{NAME}", task_reward(NAME))
-if f"task/{NAME}_process" not in REWARDS:
-    REWARDS.register(f"task/{NAME}_process", process_reward)
