@@ -59,3 +59,24 @@ def test_bad_inputs_name_the_problem():
         difference([1.0, 2.0], [1.0, 2.0, 3.0], paired=True)
     with pytest.raises(ValueError, match="non-finite"):
         difference([1.0, float("nan")], [1.0, 2.0], paired=False)
+
+
+def test_ledger_pairs_arms_by_seed_and_applies_the_rule(tmp_path):
+    """Two arms over three seeds, the baseline reporting under another column: the table's difference and CI are
+    the paired t interval by hand, and a floor arm is inconclusive."""
+    from shared.stats.ledger import ledger, main, read_rows
+
+    path = tmp_path / "results.csv"
+    path.write_text("name,status,arm,seed,acc,greedy,acc_before\n"
+                    "a_s0,finished,a,0,0.60,,0.50\na_s1,finished,a,1,0.64,,0.52\na_s2,finished,a,2,0.59,,0.50\n"
+                    "b_s0,finished,b,0,,0.50,\nb_s1,finished,b,1,,0.55,\nb_s2,finished,b,2,,0.51,\n"
+                    "z_s0,finished,z,0,0.01,,\nz_s1,finished,z,1,0.0,,\nz_s2,failed,z,2,,,\n")
+    rows = read_rows(str(path))
+    assert len(rows) == 8  # the failed row is left out
+    text = ledger(rows, ["acc", "greedy"], "b", "greater", before="acc_before", chance=0.0, tolerance=0.02)
+    d = difference([0.60, 0.64, 0.59], [0.50, 0.55, 0.51], paired=True)
+    assert f"| a | 3 | {np.mean([0.60, 0.64, 0.59]):.4g} ± {np.std([0.60, 0.64, 0.59], ddof=1):.2g} | {d} | reproduced |" in text
+    start = difference([0.60, 0.64, 0.59], [0.50, 0.52, 0.50], paired=True)
+    assert f"| {start} | reproduced |" in text
+    assert "| z | 2 |" in text and "inconclusive (mean within 0.02 of 0.0)" in text
+    assert main([str(path), "--value", "acc", "--baseline", "nope", "--direction", "greater"]) == 2

@@ -1,0 +1,118 @@
+"""A ledger table from a sweep's results.csv: every arm against a baseline arm, paired by seed, with the CI of the
+difference and the verdict rule of shared.stats. What a project's README quotes is this file's output.
+
+    python -m shared.stats.ledger RESULTS_CSV --value eval/test_accuracy,eval/greedy_accuracy \\
+        --baseline continued_sft --direction greater [--before eval/test_accuracy_before] \\
+        [--chance 0.0 --tolerance 0.02] [--out differences.md]
+
+--value: the first of these columns that a row has (arms may report the same quantity under different keys).
+--before: also each arm against its own starting point (the same row's column), paired by row.
+--chance/--tolerance: an arm (or the baseline) whose mean sits within tolerance of the chance/floor level makes
+its comparison "inconclusive".
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+
+import numpy as np
+
+from shared.stats import at_level, difference, verdict
+
+
+def read_rows(path: str) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return [r for r in csv.DictReader(f) if r.get("status") in ("finished", "skipped")]
+
+
+def first_value(row: dict, columns: list[str]) -> float | None:
+    for column in columns:
+        if row.get(column, "") != "":
+            return float(row[column])
+    return None
+
+
+def ledger(rows: list[dict], value: list[str], baseline: str, direction: str, *, arm_key: str = "arm",
+           pair_key: str = "seed", before: str | None = None, chance: float | None = None,
+           tolerance: float = 0.0, confidence: float = 0.95) -> str:
+    arms: dict[str, dict[str, float]] = {}
+    starts: dict[str, dict[str, float]] = {}
+    for row in rows:
+        v = first_value(row, value)
+        if v is None:
+            continue
+        arms.setdefault(row[arm_key], {})[row[pair_key]] = v
+        if before and row.get(before, "") != "":
+            starts.setdefault(row[arm_key], {})[row[pair_key]] = float(row[before])
+    if baseline not in arms:
+        raise ValueError(f"--baseline {baseline!r}: no finished rows with {value} (arms: {sorted(arms)})")
+    base = arms[baseline]
+
+    def floor_reason(values) -> str:
+        if chance is not None and at_level(values, chance, tolerance):
+            return f"mean within {tolerance} of {chance}"
+        return ""
+
+    header = ["arm", "n", "mean ± std", f"arm - {baseline} ({confidence:.0%} CI, paired by {pair_key})",
+              f"{direction} than {baseline}?"]
+    if before:
+        header += [f"arm - its start ({before})", "verdict vs start"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for arm, values in arms.items():
+        seeds = sorted(values)
+        mean, std = np.mean(list(values.values())), np.std(list(values.values()), ddof=1) if len(values) > 1 else 0
+        cells = [arm, str(len(values)), f"{mean:.4g} ± {std:.2g}"]
+        if arm == baseline:
+            cells += ["(baseline)", ""]
+        else:
+            shared = [s for s in seeds if s in base]
+            d = difference([values[s] for s in shared], [base[s] for s in shared], paired=True,
+                           confidence=confidence)
+            reason = floor_reason(list(values.values())) or floor_reason(list(base.values()))
+            cells += [str(d), verdict(d, direction, inconclusive_if=reason) + (f" ({reason})" if reason else "")]
+        if before:
+            start = starts.get(arm, {})
+            shared = [s for s in seeds if s in start]
+            if len(shared) >= 2:
+                d = difference([values[s] for s in shared], [start[s] for s in shared], paired=True,
+                               confidence=confidence)
+                cells += [str(d), verdict(d, direction)]
+            else:
+                cells += ["", ""]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results_csv")
+    parser.add_argument("--value", required=True, help="comma-separated columns; a row's first non-empty one")
+    parser.add_argument("--baseline", required=True)
+    parser.add_argument("--direction", choices=("greater", "less"), required=True)
+    parser.add_argument("--arm_key", default="arm")
+    parser.add_argument("--pair_key", default="seed")
+    parser.add_argument("--before", default=None)
+    parser.add_argument("--chance", type=float, default=None)
+    parser.add_argument("--tolerance", type=float, default=0.0)
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    try:
+        text = ledger(read_rows(args.results_csv), args.value.split(","), args.baseline, args.direction,
+                      arm_key=args.arm_key, pair_key=args.pair_key, before=args.before, chance=args.chance,
+                      tolerance=args.tolerance, confidence=args.confidence)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"ledger: {e}", file=sys.stderr)
+        return 2
+    command = "python -m shared.stats.ledger " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = f"Written by `{command}`; do not edit by hand.\n\n" + text
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
