@@ -37,3 +37,10 @@ def test_workspace_lists_every_registry():
     text = read("WORKSPACE.md")
     for kind in ALL_REGISTRIES:
         assert f"\n{kind} (" in text, f"WORKSPACE.md: registry {kind!r} missing from the --list output"
+
+
+def test_workspace_registry_listing_is_generated_and_current():
+    from shared.launch import workspace
+
+    assert workspace.current() == workspace.render(), ("WORKSPACE.md's registry listing is stale: run "
+                                                       "python -m shared.launch.workspace")
