@@ -60,6 +60,7 @@ def reward_specs(config) -> list:
 @TASKS.register("rl")
 def rl_task(config, workdir: str) -> dict:
     from shared.data import build_tokenizer
+    from shared.distributed import main_process_first
     from shared.rewards import RewardManager
     from shared.rl.learner import RLLearner
     from shared.data.examples import load_task
@@ -91,8 +92,11 @@ def rl_task(config, workdir: str) -> dict:
             TASKS.get("sft")(sft_config, sft_dir)
         init_params = lambda abstract: run_params(sft_dir, abstract)  # noqa: E731
 
-    tokenizer = build_tokenizer(config.data, workdir, config.model.vocab_size,
-                                train_texts=lambda: [e["prompt"] + e["completion"] for e in train])
+    # process 0 trains (and caches) a sentencepiece model; the others load it
+    tokenizer = main_process_first(
+        lambda: build_tokenizer(config.data, workdir, config.model.vocab_size,
+                                train_texts=lambda: [e["prompt"] + e["completion"] for e in train]),
+        "rl tokenizer ready")
     manager = RewardManager(reward_specs(config), on_error=str(rl.get("reward_errors", "raise")))
     learner = RLLearner(config, workdir, tokenizer, train, eval_sets, manager, init_params=init_params)
     print(f"[rl] {rl.advantage}/{rl.policy_loss} on {rl.task}: B={rl.prompts_per_step} G={rl.group_size}, "
