@@ -80,3 +80,5 @@ def test_ledger_pairs_arms_by_seed_and_applies_the_rule(tmp_path):
     assert f"| {start} | reproduced |" in text
     assert "| z | 2 |" in text and "inconclusive (mean within 0.02 of 0.0)" in text
     assert main([str(path), "--value", "acc", "--baseline", "nope", "--direction", "greater"]) == 2
+    joined = ledger(rows, ["acc", "greedy"], "b/finished", "greater", arm_key="arm,status")
+    assert f"| a/finished | 3 |" in joined and str(d) in joined

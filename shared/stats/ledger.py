@@ -6,6 +6,8 @@ difference and the verdict rule of shared.stats. What a project's README quotes 
         [--chance 0.0 --tolerance 0.02] [--out differences.md]
 
 --value: the first of these columns that a row has (arms may report the same quantity under different keys).
+--arm_key: the column naming a row's arm (default "arm"); several comma-separated columns make the arm the
+"/"-joined values (e.g. --arm_key=rl.advantage,rl.loss_agg for a table without arm labels).
 --before: also each arm against its own starting point (the same row's column), paired by row.
 --chance/--tolerance: an arm (or the baseline) whose mean sits within tolerance of the chance/floor level makes
 its comparison "inconclusive".
@@ -38,13 +40,15 @@ def ledger(rows: list[dict], value: list[str], baseline: str, direction: str, *,
            tolerance: float = 0.0, confidence: float = 0.95) -> str:
     arms: dict[str, dict[str, float]] = {}
     starts: dict[str, dict[str, float]] = {}
+    keys = arm_key.split(",")
     for row in rows:
         v = first_value(row, value)
         if v is None:
             continue
-        arms.setdefault(row[arm_key], {})[row[pair_key]] = v
+        arm = "/".join(row[k] for k in keys)
+        arms.setdefault(arm, {})[row[pair_key]] = v
         if before and row.get(before, "") != "":
-            starts.setdefault(row[arm_key], {})[row[pair_key]] = float(row[before])
+            starts.setdefault(arm, {})[row[pair_key]] = float(row[before])
     if baseline not in arms:
         raise ValueError(f"--baseline {baseline!r}: no finished rows with {value} (arms: {sorted(arms)})")
     base = arms[baseline]
