@@ -82,3 +82,30 @@ def test_ledger_pairs_arms_by_seed_and_applies_the_rule(tmp_path):
     assert main([str(path), "--value", "acc", "--baseline", "nope", "--direction", "greater"]) == 2
     joined = ledger(rows, ["acc", "greedy"], "b/finished", "greater", arm_key="arm,status")
     assert f"| a/finished | 3 |" in joined and str(d) in joined
+
+
+def test_ledger_unpaired_is_welch_and_says_so(tmp_path):
+    """--unpaired (arms that do not share a warm start per seed): the table's interval is Welch's t over all rows
+    of each arm (ddof=1), hand-checked against scipy's ttest_ind(equal_var=False), and the header says so."""
+    from shared.stats.ledger import ledger, main, read_rows
+
+    a, b = [0.60, 0.64, 0.59, 0.70], [0.50, 0.55, 0.51]
+    path = tmp_path / "results.csv"
+    path.write_text("name,status,arm,seed,acc\n"
+                    + "".join(f"a_s{i},finished,a,{i},{v}\n" for i, v in enumerate(a))
+                    + "".join(f"b_s{i},finished,b,{i},{v}\n" for i, v in enumerate(b)))
+    text = ledger(read_rows(str(path)), ["acc"], "b", "greater", unpaired=True)
+    ci = sps.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    mean = np.mean(a) - np.mean(b)
+    d = difference(a, b, paired=False)
+    assert d.method == "welch t" and (d.low, d.high) == pytest.approx((ci.low, ci.high))
+    assert d.mean == pytest.approx(mean)
+    assert f"| a | 4 | {np.mean(a):.4g} ± {np.std(a, ddof=1):.2g} | {d} | reproduced |" in text
+    assert "Welch, unpaired" in text and "paired by seed" not in text and "welch t, n=3" in text
+    # the paired default differs (only seeds 0-2 are shared) and says so
+    paired = ledger(read_rows(str(path)), ["acc"], "b", "greater")
+    assert "paired by seed" in paired and str(difference(a[:3], b, paired=True)) in paired
+    out = tmp_path / "differences.md"
+    assert main([str(path), "--value", "acc", "--baseline", "b", "--direction", "greater", "--unpaired",
+                 "--out", str(out)]) == 0
+    assert "--unpaired" in out.read_text().splitlines()[0] and str(d) in out.read_text()

@@ -3,12 +3,14 @@ difference and the verdict rule of shared.stats. What a project's README quotes 
 
     python -m shared.stats.ledger RESULTS_CSV --value eval/test_accuracy,eval/greedy_accuracy \\
         --baseline continued_sft --direction greater [--before eval/test_accuracy_before] \\
-        [--chance 0.0 --tolerance 0.02] [--out differences.md]
+        [--chance 0.0 --tolerance 0.02] [--unpaired] [--out differences.md]
 
 --value: the first of these columns that a row has (arms may report the same quantity under different keys).
 --arm_key: the column naming a row's arm (default "arm"); several comma-separated columns make the arm the
 "/"-joined values (e.g. --arm_key=rl.advantage,rl.loss_agg for a table without arm labels).
 --before: also each arm against its own starting point (the same row's column), paired by row.
+--unpaired: arms do not share a warm start per seed (e.g. each point runs its own SFT stage): Welch's t interval
+of mean(arm) - mean(baseline) over all their rows (ddof=1), not the paired t by --pair_key.
 --chance/--tolerance: an arm (or the baseline) whose mean sits within tolerance of the chance/floor level makes
 its comparison "inconclusive".
 """
@@ -37,7 +39,7 @@ def first_value(row: dict, columns: list[str]) -> float | None:
 
 def ledger(rows: list[dict], value: list[str], baseline: str, direction: str, *, arm_key: str = "arm",
            pair_key: str = "seed", before: str | None = None, chance: float | None = None,
-           tolerance: float = 0.0, confidence: float = 0.95) -> str:
+           tolerance: float = 0.0, confidence: float = 0.95, unpaired: bool = False) -> str:
     arms: dict[str, dict[str, float]] = {}
     starts: dict[str, dict[str, float]] = {}
     keys = arm_key.split(",")
@@ -58,7 +60,8 @@ def ledger(rows: list[dict], value: list[str], baseline: str, direction: str, *,
             return f"mean within {tolerance} of {chance}"
         return ""
 
-    header = ["arm", "n", "mean ± std", f"arm - {baseline} ({confidence:.0%} CI, paired by {pair_key})",
+    pairing = "Welch, unpaired: arms do not share a warm start" if unpaired else f"paired by {pair_key}"
+    header = ["arm", "n", "mean ± std", f"arm - {baseline} ({confidence:.0%} CI, {pairing})",
               f"{direction} than {baseline}?"]
     if before:
         header += [f"arm - its start ({before})", "verdict vs start"]
@@ -70,9 +73,12 @@ def ledger(rows: list[dict], value: list[str], baseline: str, direction: str, *,
         if arm == baseline:
             cells += ["(baseline)", ""]
         else:
-            shared = [s for s in seeds if s in base]
-            d = difference([values[s] for s in shared], [base[s] for s in shared], paired=True,
-                           confidence=confidence)
+            if unpaired:
+                d = difference(list(values.values()), list(base.values()), paired=False, confidence=confidence)
+            else:
+                shared = [s for s in seeds if s in base]
+                d = difference([values[s] for s in shared], [base[s] for s in shared], paired=True,
+                               confidence=confidence)
             reason = floor_reason(list(values.values())) or floor_reason(list(base.values()))
             cells += [str(d), verdict(d, direction, inconclusive_if=reason) + (f" ({reason})" if reason else "")]
         if before:
@@ -100,12 +106,14 @@ def main(argv=None) -> int:
     parser.add_argument("--chance", type=float, default=None)
     parser.add_argument("--tolerance", type=float, default=0.0)
     parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--unpaired", action="store_true",
+                        help="Welch t (arms do not share a warm start per seed) instead of paired t by --pair_key")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     try:
         text = ledger(read_rows(args.results_csv), args.value.split(","), args.baseline, args.direction,
                       arm_key=args.arm_key, pair_key=args.pair_key, before=args.before, chance=args.chance,
-                      tolerance=args.tolerance, confidence=args.confidence)
+                      tolerance=args.tolerance, confidence=args.confidence, unpaired=args.unpaired)
     except (OSError, KeyError, ValueError) as e:
         print(f"ledger: {e}", file=sys.stderr)
         return 2
