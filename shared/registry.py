@@ -59,10 +59,17 @@ class UnknownNameError(KeyError):
 
 
 class Registry:
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, *, builtins: bool = True):
+        """builtins=False: lookups do not load BUILTIN_MODULES (a registry read before jax may start, e.g. the mesh
+        presets, whose environment must be in place first)."""
         self.kind = kind
         self._entries: dict[str, Any] = {}
         self._families: list[_Family] = []
+        self._builtins = builtins
+
+    def _load(self) -> None:
+        if self._builtins:
+            load_builtins()
 
     def register(self, name: str, obj: Any = None, *, override: bool = False) -> Callable:
         """Use as `@REG.register("name")` or call `REG.register("name", obj)`."""
@@ -90,7 +97,7 @@ class Registry:
         return None
 
     def get(self, name: str) -> Any:
-        load_builtins()
+        self._load()
         if name in self._entries:
             return self._entries[name]
         found = self._family_entry(name)
@@ -106,14 +113,14 @@ class Registry:
         return f"unknown {self.kind} {name!r}.{hint} Known {self.kind} names: {', '.join(known) or '(none)'}"
 
     def __contains__(self, name: str) -> bool:
-        load_builtins()
+        self._load()
         return name in self._entries or self._family_entry(name) is not None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def names(self) -> list[str]:
-        load_builtins()
+        self._load()
         derived = {f.prefix + m for f in self._families for m in f.members()}
         return sorted(set(self._entries) | derived)
 

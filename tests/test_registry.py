@@ -36,3 +36,18 @@ def test_lookups_load_the_builtins_without_importing_shared_builtin():
                          env={**os.environ, "PYTHONPATH": REPO_ROOT})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "task_reward_mdm_variance/chain_arith"
+
+
+def test_the_mesh_plan_is_resolved_before_jax_is_imported():
+    """The launcher applies a preset's environment and XLA flags before jax starts: reading the preset must not
+    import jax (nor load the built-ins, which do)."""
+    code = ("import sys\n"
+            "import ml_collections\n"
+            "from shared.config.mesh import MeshPlan\n"
+            "plan = MeshPlan.from_config(ml_collections.ConfigDict({'preset': 'gpu_1x8'}))\n"
+            "assert plan.preset['platform'] == 'gpu'\n"
+            "print(sorted(m for m in ('jax', 'flax', 'shared.model') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": REPO_ROOT})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

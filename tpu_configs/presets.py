@@ -94,7 +94,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                        num_devices=256, hosts=64),
 }
 
-_PRESET_NAMES = Registry("mesh preset")
+_PRESET_NAMES = Registry("mesh preset", builtins=False)  # read before jax starts: loads nothing else
 for _name in PRESETS:
     _PRESET_NAMES.register(_name, _name)
 
