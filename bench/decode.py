@@ -270,7 +270,7 @@ def run_ours(spec: dict) -> dict:
     use_compile_cache(spec)
     import shared.model  # noqa: F401  (registrations)
     from shared.model import build_model
-    from shared.rl.sampler import Sampler, SamplingParams
+    from shared.model.sampler import Sampler, SamplingParams
 
     info = jax_info()
     b, p, t = spec["batch"], spec["prompt_len"], spec["new_tokens"]
@@ -416,7 +416,7 @@ GRPO_PEERS = ("trl",)   # HF TRL's GRPOTrainer (HF generate, no vLLM) on the sam
 # New learner keys (shared/config/base.py rl_config) set from --grpo_* flags when this tree has them.
 GRPO_RL_KEYS = ("micro_batch_tokens", "rollout_max_rows", "rollout_mesh")
 PROMPT_FILLER = "The quick brown fox jumps over the lazy dog. "   # pads prompts on the left (--grpo_prompt_len)
-SAMPLER_PROMPT_BUCKETS = (32, 64, 128, 256, 512, 1024, 2048)   # shared.rl.sampler.SamplingParams.prompt_buckets
+SAMPLER_PROMPT_BUCKETS = (32, 64, 128, 256, 512, 1024, 2048)   # shared.model.sampler.SamplingParams.prompt_buckets
 
 
 def prompt_bucket(prompt_len: int) -> int:

@@ -51,10 +51,10 @@ def head_argmax_and_logsumexp(hidden, weight, *, interpret: bool = False, block_
     """(argmax [B] int32, logsumexp [B] float32) of the logits hidden [B,D] @ weight[V,D]^T, never written out:
     one program per `block_v` vocabulary rows computes its [B, block_v] logits tile (all B rows; B a power of
     two) and keeps per-row (max, first index of the max, sum of exp); the per-tile triples are merged in XLA.
-    Experimental (measured slower than cuBLAS + shared.rl.vocab_kernel at the 0.5B decode shape)."""
+    Experimental (measured slower than cuBLAS + shared.model.vocab_kernel at the 0.5B decode shape)."""
     from jax.experimental import pallas as pl
 
-    from shared.rl.vocab_kernel import merge_tiles, tile_triples
+    from shared.model.vocab_kernel import merge_tiles, tile_triples
     b, d = hidden.shape
     v = weight.shape[0]
     if d % block_k:
@@ -120,7 +120,7 @@ def build_variants(b: int, s: int, d: int, h: int, kv: int, hd: int, f: int, v: 
     import jax.numpy as jnp
 
     from shared.model.layers import xla_attention
-    from shared.rl.sampler import _argmax_and_logsumexp
+    from shared.model.sampler import _argmax_and_logsumexp
 
     bf = jnp.bfloat16
     keys = iter(jax.random.split(jax.random.key(0), 32))
@@ -261,7 +261,7 @@ def build_variants(b: int, s: int, d: int, h: int, kv: int, hd: int, f: int, v: 
         return jnp.argmax(logits, -1), top + jnp.log(jnp.exp(logits - top[:, None]).sum(-1))
 
     def head_pallas(hid, w, tile):
-        from shared.rl.vocab_kernel import argmax_and_logsumexp
+        from shared.model.vocab_kernel import argmax_and_logsumexp
         return argmax_and_logsumexp(jnp.einsum("bd,vd->bv", hid, w["embed"]), tile=tile)
 
     def head_fused(hid, w, **kw):

@@ -1,5 +1,5 @@
 """The decode-step Pallas kernels, interpreted on CPU: shared/model/decode_attention.py and
-shared/rl/vocab_kernel.py against numpy, and the sampler with them against the sampler with XLA ops."""
+shared/model/vocab_kernel.py against numpy, and the sampler with them against the sampler with XLA ops."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,7 +8,7 @@ import pytest
 from shared import sharding as sh
 from shared.model import create_sharded
 from shared.model.decode_attention import BLOCK_SLOTS, decode_attention, supported
-from shared.rl.sampler import Sampler, SamplingParams
+from shared.model.sampler import Sampler, SamplingParams
 from tests.test_sampler import BUCKETS, CFG, TOK, T, greedy, model, prompts_of, sampler, tiny_cfg  # noqa: F401
 
 
@@ -96,7 +96,7 @@ def test_kernels_lower_to_triton_for_gpu():
     catches what the interpreter accepts and the Triton lowering refuses (e.g. two indexers on one ref, which
     cost a GPU run to find once) before a GPU run."""
     from shared.model.decode_attention import fused_decode_attention
-    from shared.rl.vocab_kernel import argmax_and_logsumexp
+    from shared.model.vocab_kernel import argmax_and_logsumexp
     b, s, kv, group, d = 8, 3 * BLOCK_SLOTS, 2, 7, 64
     bf, heads = jnp.bfloat16, kv * group
     rows = jnp.zeros(b, jnp.int32)
@@ -172,7 +172,7 @@ def test_kernel_sampler_sharded_on_8_devices_equals_single_device(head_dim):
 
 
 def test_vocab_kernel_equals_argmax_and_logsumexp():
-    from shared.rl.vocab_kernel import argmax_and_logsumexp
+    from shared.model.vocab_kernel import argmax_and_logsumexp
     logits = np.random.default_rng(0).normal(size=(5, 1001)).astype(np.float32)  # 1001: not a tile multiple
     logits[1, [5, 900]] = 10.0          # a tie across tiles: the first index wins, as np.argmax
     logits[2, -1] = 50.0                # the max in the partial last tile
@@ -226,7 +226,7 @@ gpu_only = pytest.mark.skipif(jax.default_backend() != "gpu", reason="compiled T
 @gpu_only
 def test_compiled_kernels_equal_numpy_on_gpu():
     """The same checks as above with the kernels compiled by Triton (not interpreted), at decode-like shapes."""
-    from shared.rl.vocab_kernel import argmax_and_logsumexp
+    from shared.model.vocab_kernel import argmax_and_logsumexp
     rng = np.random.default_rng(2)
     b, s, kv, group, d = 8, 3 * BLOCK_SLOTS, 2, 7, 64
     q, k, v = (rng.normal(size=shape).astype(np.float32) for shape in ((b, kv * group, d), (b, s, kv, d),

@@ -8,7 +8,7 @@ import pytest
 
 from shared import sharding as sh
 from shared.model import decode_matmul
-from shared.rl.sampler import Sampler, SamplingParams
+from shared.model.sampler import Sampler, SamplingParams
 from tests.test_decode_attention import gpu_only, kernel_model
 from tests.test_sampler import BUCKETS, TOK, T, greedy, prompts_of
 

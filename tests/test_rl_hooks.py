@@ -14,7 +14,7 @@ from shared.registry import HOOKS, REWARDS
 from shared.rewards import RewardManager
 from shared.rl.learner import RLHook, RLLearner, ScoredBatch
 from shared.train import Hook
-from shared.rl.sampler import Rollout
+from shared.model.sampler import Rollout
 from shared.data.examples import load_task
 
 B, G = 8, 8

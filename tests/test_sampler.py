@@ -1,4 +1,4 @@
-"""shared/rl/sampler.py: greedy = iterated argmax of the full forward, log-probs = token_logprobs, EOS, left
+"""shared/model/sampler.py: greedy = iterated argmax of the full forward, log-probs = token_logprobs, EOS, left
 padding, rng determinism, groups, top-k/top-p/temperature, stop strings, 8-device sharding, no recompiles."""
 import jax
 import jax.numpy as jnp
@@ -10,7 +10,7 @@ from shared import sharding as sh
 from shared.config.base import model_config
 from shared.data import ByteTokenizer
 from shared.model import build_model, create_sharded
-from shared.rl.sampler import Sampler, SamplingParams, filter_logits, token_logprobs
+from shared.model.sampler import Sampler, SamplingParams, filter_logits, token_logprobs
 
 TOK = ByteTokenizer()
 VOCAB = TOK.vocab_size  # 259: byte ids so completions decode to text
@@ -323,7 +323,7 @@ def test_python_layer_loop_equals_scanned_layers(model, sampler):
 
 
 def test_two_stage_vocab_reduction_equals_argmax_and_logsumexp():
-    from shared.rl.sampler import _argmax_and_logsumexp
+    from shared.model.sampler import _argmax_and_logsumexp
     logits = np.random.default_rng(0).normal(size=(4, 1001)).astype(np.float32)  # 1001: not a chunk multiple
     logits[1, [5, 900]] = 10.0   # a tie: the first index wins, as np.argmax
     logits[2, -1] = 50.0         # the max in the padded last chunk
@@ -336,7 +336,7 @@ def test_two_stage_vocab_reduction_equals_argmax_and_logsumexp():
 def test_gpu_compiler_options_parse_as_xla_options():
     """The sampler's GPU compiler options are real XLA options with valid values (XLA parses them on any backend:
     a misspelt name or enum value fails here, not first on a GPU)."""
-    from shared.rl.sampler import GPU_COMPILER_OPTIONS
+    from shared.model.sampler import GPU_COMPILER_OPTIONS
     f = jax.jit(lambda x: jax.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2), (0, x))[1],
                 compiler_options=GPU_COMPILER_OPTIONS)
     np.testing.assert_array_equal(f(jnp.ones(2)), [8.0, 8.0])

@@ -69,7 +69,7 @@ class TinyGsmEval(RLHook):
 
     def generate(self, learner, examples: list[dict], n: int, greedy: bool, key) -> list[str]:
         """Completions (n per example, example-major) in chunks of about 1024 rows (bounded KV cache)."""
-        from shared.rl.sampler import SamplingParams
+        from shared.model.sampler import SamplingParams
 
         o = self.options
         params = SamplingParams(max_new_tokens=int(o["max_new_tokens"]),

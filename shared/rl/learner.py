@@ -1,7 +1,7 @@
 """The RL loop: rollout -> rewards -> advantages -> policy-loss updates, on the shared Trainer.
 
 One RL step:
-  1. sample G completions for each of B prompts with the current policy (shared/rl/sampler.py);
+  1. sample G completions for each of B prompts with the current policy (shared/model/sampler.py);
   2. score them with the configured rewards (shared/rewards; "task" = the task's own checker), optionally add
      DAPO overlong shaping, and with dynamic sampling drop (and refill) groups whose rewards are all equal;
   3. behaviour log-probs (and reference log-probs / the critic's values when needed) from one forward each;
@@ -50,7 +50,7 @@ from shared.registry import POLICY_LOSSES
 from shared.rl import algorithms as alg
 from shared.rl import budget
 from shared.rl.roles import Actor, Critic, Reference, Reward, Rollout, build_critic, estimator
-from shared.rl.sampler import SamplingParams, completion_logits
+from shared.model.sampler import SamplingParams, completion_logits
 from shared.train.trainer import Hook, send_test_signal
 
 

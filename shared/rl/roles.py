@@ -204,7 +204,7 @@ class Rollout:
     optimizer = None
 
     def __init__(self, config, actor: Actor, tokenizer):
-        from shared.rl.sampler import Sampler
+        from shared.model.sampler import Sampler
 
         self.config, self.actor = config, actor
         rl = config.rl
@@ -276,7 +276,7 @@ class Rollout:
 
     def max_rows(self, prompts, max_new_tokens: int) -> int:
         """Rows per sampler call for these prompts' cache length (fixed per length once chosen: one compile)."""
-        from shared.rl.sampler import SamplingParams
+        from shared.model.sampler import SamplingParams
 
         bucket = self.sampler.bucket_for(max(len(p) for p in prompts), SamplingParams.prompt_buckets)
         slots = bucket + int(max_new_tokens)

@@ -29,7 +29,7 @@ from jax.sharding import NamedSharding
 from shared import sharding as sh
 from shared.model import decode_attention as decode_kernel
 from shared.model.transformer import CACHE_AXES, inference_params, init_cache
-from shared.rl import vocab_kernel
+from shared.model import vocab_kernel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +154,7 @@ def _choose(logits, key, temperature: float, top_k: int, top_p: float, kernel: s
     """One token per row and its untempered log-prob. Each row draws from its own key (fold_in of its row
     index, counted from row_offset), so a row's sample does not depend on the batch padding, the sharding or
     how a large batch was split into calls. kernel: "xla" (two
-    reductions) or "pallas" / "pallas_interpret" (shared.rl.vocab_kernel: one read of the logits) for the
+    reductions) or "pallas" / "pallas_interpret" (shared.model.vocab_kernel: one read of the logits) for the
     greedy token and the logsumexp."""
     if kernel == "xla":
         greedy_token, lse = _argmax_and_logsumexp(logits.astype(jnp.float32))
@@ -207,7 +207,7 @@ class Sampler:
     the rows further, to a multiple of this too, so that batches of varying size share one compilation.
     decode_attention: the decode steps' kernels: "xla" (dense masked attention over every cache slot, two
     XLA reductions over the logits), "pallas" (GPU: shared.model.decode_attention, one kernel per step and
-    layer that reads only the written slots, and shared.rl.vocab_kernel, greedy token and logsumexp in one
+    layer that reads only the written slots, and shared.model.vocab_kernel, greedy token and logsumexp in one
     read of the logits; shared.model.decode_matmul for the projections), "pallas_interpret" (the same
     kernels interpreted: CPU tests), "auto" = pallas on GPU else xla. compiler_options: XLA options for the
     generate program; "auto" = GPU_COMPILER_OPTIONS on a GPU, none elsewhere.
