@@ -5,8 +5,10 @@ CLIPO-fixed vs CLIPO-shuffled, 3 seeds each, evaluated on ID / Sym / P1 / P2 / N
         --parallel=6 --config.mesh.preset=gpu_1
     python -m shared.launch --config=experiments/clipo/tinygsm_sym_table.py --workdir=runs/clipo/one   # one run
 
-Each point runs the whole pipeline in its own workdir: SFT on gold solutions (<point>/sft; the same seed gives
-the same warm start in every arm, so arms are paired by seed), then RL, then the TinyGSM-Sym evaluation hook
+Each point runs the whole pipeline in its own workdir: SFT on gold solutions (<point>/sft; each arm trains its
+own warm start, and the committed table's starts differ between arms of one seed (ID 0.18-0.40), so its ledger
+compares arms with Welch intervals; a shared SFT stage per seed is the re-run's fix, issue 20), then RL, then
+the TinyGSM-Sym evaluation hook
 (greedy accuracy, avg@8 and pass@16 at T = 0.6 / top-p 0.95, PW-rate, copy rate; "..._before" = the warm
 start). Every arm makes the same number of policy updates (ACTOR_STEPS RL steps); the CLIPO arms first spend
 HEAD_WARMUP extra RL steps training only the projection head (rollouts + rewards, policy held still).
