@@ -19,7 +19,7 @@ LAYERS = (
     ("shared.train", "shared.rewards"),                  # the Trainer, losses, SFT; the reward contract
     ("shared.rl", "shared.rm", "shared.diffusion"),      # post-training loops on the Trainer
     ("shared.judges",),                                  # model-backed rewards and judges
-    ("shared.launch", "shared.sweep", "shared.builtin"),  # entry points
+    ("shared.launch", "shared.sweep", "shared.builtin", "shared.aot"),  # entry points
 )
 LAYER = {package: level for level, packages in enumerate(LAYERS) for package in packages}
 
