@@ -200,7 +200,7 @@ def test_sweep_results_plot_manifest_and_resume(setup):
             "wall_time_s"} <= set(manifest)
     from shared.sweep import provenance
     assert manifest["source"]["hash"] == provenance.source_hash()  # the code on disk, named by content
-    assert set(manifest["source"]["git"]) >= {"commit"}
+    assert set(manifest["source"]) >= {"hash", "files", "commit", "named_by", "git_head"}
     for point in manifest["points"].values():  # one launch each, recorded with the code that ran it
         [launch] = point["launches"]
         assert launch["status"] == "finished" and launch["returncode"] == 0
@@ -390,7 +390,7 @@ def test_source_hash_names_the_commit_even_without_git(tmp_path):
 
     (repo / "projects" / "p" / "results.csv").write_text("a,b\n")  # results are not source
     state = provenance.source_state(str(repo))
-    assert state["hash"] == on_disk and state["git"]["matches_files"] and state["files"] == 3
+    assert state["hash"] == on_disk and state["commit"] == commit and state["files"] == 3  # HEAD is the code
 
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps({"source": state, "points": {"a": {"launches": [{"launch_id": "l1", "source": state}]}}}))
@@ -400,16 +400,29 @@ def test_source_hash_names_the_commit_even_without_git(tmp_path):
 
     copy = tmp_path / "copy"  # a machine whose .git is missing (or stale) names the same code
     shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
-    assert provenance.source_state(str(copy))["hash"] == on_disk
-    assert provenance.source_state(str(copy))["git"]["commit"] is None
+    copied = provenance.source_state(str(copy))
+    assert copied["hash"] == on_disk and copied["commit"] is None
+    # --record names the commit from the hash, in the sweep's record and every launch's; nothing else changes
+    manifest.write_text(json.dumps({"source": copied, "points": {"a": {"status": "finished",
+                                                                         "launches": [{"source": dict(copied)}]}}}))
+    assert verify.verify(str(manifest), None, str(repo), record=True)[0]
+    recorded = json.loads(manifest.read_text())
+    assert recorded["source"]["commit"] == recorded["points"]["a"]["launches"][0]["source"]["commit"] == commit
+    assert recorded["points"]["a"]["status"] == "finished" and recorded["source"]["hash"] == on_disk
+    assert verify.verify(str(manifest), None, str(repo))[0]
 
     (repo / "shared" / "a.py").write_text("x = 2\n")  # an edit: the hash moves, verification fails
     changed = provenance.source_state(str(repo))
-    assert changed["hash"] != on_disk and changed["git"]["dirty"] and not changed["git"]["matches_files"]
+    assert changed["hash"] != on_disk and changed["commit"] is None and changed["git_head"] == commit
     manifest.write_text(json.dumps({"source": changed, "points": {}}))
     ok, lines_out = verify.verify(str(manifest), commit, str(repo))
     assert not ok and lines_out[0].startswith("BAD")
+    assert not verify.verify(str(manifest), None, str(repo), record=True)[0]
+    assert json.loads(manifest.read_text())["source"]["commit"] is None  # nothing recorded for a bad hash
     assert verify.main([str(manifest)]) == 1
+    lying = dict(state, commit=commit, hash=changed["hash"])  # a commit named beside a hash it does not have
+    manifest.write_text(json.dumps({"source": lying, "points": {}}))
+    assert not verify.verify(str(manifest), None, str(repo))[0]
 
     manifest.write_text(json.dumps({"git": {"commit": commit, "dirty": True}, "points": {}}))
     ok, lines_out = verify.verify(str(manifest), None, str(repo))
@@ -444,6 +457,10 @@ def test_every_committed_manifest_verifies():
             assert not ok and "legacy manifest" in lines[0], f"{path} verifies now: drop it from LEGACY_MANIFESTS"
         else:
             assert ok, "\n".join(lines)
+            with open(os.path.join(REPO, path), encoding="utf-8") as f:
+                records = verify.source_records(json.load(f))
+            unnamed = [where for where, source in records if not source.get("commit")]
+            assert not unnamed, f"{path}: no commit named for {unnamed[:3]}: run python -m shared.sweep.verify --record"
 
 
 def test_stages_run_once_per_seed_before_the_points_that_start_from_them(setup):

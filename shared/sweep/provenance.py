@@ -7,8 +7,8 @@ reading a blob: a copy of the repo whose .git is stale or missing (a lent GPU ma
 exactly, and `python -m shared.sweep.verify` finds the commit whose tree it is. Results files (csv, md, json,
 png) are not source, so committing a table does not change the hash of the code that made it.
 
-git's own commit and dirty flag are recorded beside the hash, with `matches_files` saying whether HEAD's tree
-is the code on disk.
+`commit` is recorded only when it is exactly the code that ran (a commit's source tree with the same hash):
+from git's HEAD where it matches, or later by `python -m shared.sweep.verify MANIFEST --record`.
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def source_hash(root: str = REPO_ROOT) -> str:
     return combine(tree_entries(root))
 
 
-def _git(root: str, *args: str) -> str | None:
+def git_output(root: str, *args: str) -> str | None:
     try:
         out = subprocess.run(["git", "--no-optional-locks", "-C", root, *args], capture_output=True, text=True,
                              timeout=60)
@@ -74,7 +74,7 @@ def _git(root: str, *args: str) -> str | None:
 
 def commit_entries(commit: str, root: str = REPO_ROOT) -> dict[str, str] | None:
     """{path: blob id} of the source files in `commit`'s tree; None if git cannot read it."""
-    out = _git(root, "ls-tree", "-r", "--full-tree", commit, "--", *SOURCE_DIRS, *SOURCE_FILES)
+    out = git_output(root, "ls-tree", "-r", "--full-tree", commit, "--", *SOURCE_DIRS, *SOURCE_FILES)
     if out is None:
         return None
     entries = {}
@@ -93,23 +93,20 @@ def commit_hash(commit: str, root: str = REPO_ROOT) -> str | None:
 
 
 def source_state(root: str = REPO_ROOT) -> dict:
-    """The manifest's record of the code: the files' hash and count, and git's view where it has one."""
+    """The manifest's record of the code: the files' hash and count, and the commit whose tree they are when git
+    here can say so (its HEAD's source tree has the same hash); else commit None: after committing,
+    `python -m shared.sweep.verify MANIFEST --record` names the commit from the hash."""
     entries = tree_entries(root)
-    state = {"hash": combine(entries), "files": len(entries)}
-    head = _git(root, "rev-parse", "HEAD")
-    if head is None:
-        state["git"] = {"commit": None, "note": "no git history here: `python -m shared.sweep.verify` finds the "
-                                                "commit by the hash"}
-        return state
-    head = head.strip()
-    status = _git(root, "status", "--porcelain", "--", *SOURCE_DIRS, *SOURCE_FILES)
-    state["git"] = {"commit": head, "dirty": bool(status.strip()) if status is not None else None,
-                    "matches_files": commit_hash(head, root) == state["hash"]}
+    state = {"hash": combine(entries), "files": len(entries), "commit": None, "named_by": None}
+    head = git_output(root, "rev-parse", "HEAD")
+    state["git_head"] = head.strip() if head else None
+    if head and commit_hash(head.strip(), root) == state["hash"]:
+        state["commit"], state["named_by"] = head.strip(), "git HEAD's source tree has this hash"
     return state
 
 
 def find_commits(source: str, root: str = REPO_ROOT, rev: str = "--all") -> list[str]:
     """Commits (reachable from `rev`, default every ref) whose source tree has hash `source`, newest first. One
     `git ls-tree` per commit, no blob read: milliseconds per commit."""
-    out = _git(root, "rev-list", rev)
+    out = git_output(root, "rev-list", rev)
     return [commit for commit in (out or "").split() if commit_hash(commit, root) == source]
