@@ -11,10 +11,11 @@ every per_seed key without its prefix).
 """
 from __future__ import annotations
 
-import csv
 import json
 import os
 import sys
+
+from shared.stats.ledger import write_grouped_rows
 
 
 def rows(manifest: dict) -> dict[str, list[dict]]:
@@ -35,14 +36,8 @@ def main(argv=None) -> int:
     folder = argv[0]
     with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
-    for setting, setting_rows in rows(manifest).items():
-        columns = list(dict.fromkeys(k for r in setting_rows for k in r))
-        path = os.path.join(folder, f"per_seed_{setting}.csv")
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=columns, restval="")
-            writer.writeheader()
-            writer.writerows(setting_rows)
-        print(path, len(setting_rows))
+    for path in write_grouped_rows(folder, "per_seed_", rows(manifest), None):
+        print(path)
     return 0
 
 

@@ -12,10 +12,11 @@ step RNG and data order in every method, so the MDM arms are paired by seed. The
 """
 from __future__ import annotations
 
-import csv
 import json
 import os
 import sys
+
+from shared.stats.ledger import write_grouped_rows
 
 COLUMNS = ("name", "status", "task", "method", "seed", "acc", "acc_theta0")
 
@@ -37,13 +38,8 @@ def main(argv=None) -> int:
     folder = argv[0]
     with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
-    for task, task_rows in rows(manifest).items():
-        path = os.path.join(folder, f"per_seed_{task}.csv")
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(task_rows)
-        print(path, len(task_rows))
+    for path in write_grouped_rows(folder, "per_seed_", rows(manifest), COLUMNS):
+        print(path)
     return 0
 
 

@@ -97,7 +97,6 @@ def topology_devices(preset: str):
     if preset not in TOPOLOGIES:
         raise ValueError(f"--mesh={preset}: not a TPU preset with a known topology ({', '.join(sorted(TOPOLOGIES))})")
     chip, shape, slices = TOPOLOGIES[preset]
-    os.environ.setdefault("TPU_ACCELERATOR_TYPE", "")  # no TPU here: only the topology description is used
     try:
         desc = topologies.get_topology_desc(topology_name=f"{chip}:{shape}", platform="tpu", num_slices=slices)
     except Exception as e:  # libtpu missing or too old

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 
 import numpy as np
@@ -28,6 +29,22 @@ from shared.stats import at_level, difference, verdict
 def read_rows(path: str) -> list[dict]:
     with open(path, newline="", encoding="utf-8") as f:
         return [r for r in csv.DictReader(f) if r.get("status") in ("finished", "skipped")]
+
+
+def write_grouped_rows(folder: str, prefix: str, groups: dict[str, list[dict]],
+                       columns: tuple[str, ...] | None = None) -> list[str]:
+    """One CSV per group, <folder>/<prefix><group>.csv, for tables whose per-seed values a point keeps in its
+    summary (a project copies them out of manifest.json unchanged); returns the paths."""
+    paths = []
+    for group, group_rows in groups.items():
+        fields = list(columns or dict.fromkeys(k for r in group_rows for k in r))
+        path = os.path.join(folder, f"{prefix}{group}.csv")
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=fields, restval="")
+            writer.writeheader()
+            writer.writerows(group_rows)
+        paths.append(path)
+    return paths
 
 
 def first_value(row: dict, columns: list[str]) -> float | None:
