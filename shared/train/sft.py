@@ -297,9 +297,12 @@ def greedy_eval(trainer: Trainer, tokenizer, config, task: str, sets: dict[str, 
         return {}
     check = checker(task)
     out: dict[str, Any] = {"greedy_samples": {}}
+    # every split in one sampler call: one prompt bucket, one compilation
+    every = [e["prompt"] for examples in sets.values() for e in examples]
+    all_texts = iter(greedy_completions(trainer, tokenizer, every, int(config.data.get("greedy_eval_tokens", 32)),
+                                        int(config.model.max_seq_len)))
     for split, examples in sets.items():
-        texts = greedy_completions(trainer, tokenizer, [e["prompt"] for e in examples],
-                                   int(config.data.get("greedy_eval_tokens", 32)), int(config.model.max_seq_len))
+        texts = [next(all_texts) for _ in examples]
         key = "eval/greedy_accuracy" if split == "test" else f"eval/greedy_accuracy_{split}"
         out[key] = greedy_accuracy(check, examples, texts)
         out["greedy_samples"][split] = [{"prompt": e["prompt"], "completion": t, "answer": e["answer"],
