@@ -3,6 +3,7 @@ seed's arms starting from one shared SFT checkpoint (experiments/base/arithmetic
 continued-SFT arm that spends the same steps on more supervised training.
 
     python -m shared.sweep --config=experiments/rl/base_table.py --workdir=runs/rl/base_table --parallel=8
+    python -m shared.sweep --config=experiments/rl/base_table.py:lr2e-5 --workdir=runs/rl/base_table_lr2e-5 --parallel=8
 
 Arms share everything but the method: 150 RL steps of 64 prompts x 8 samples, 2 mini-batches per rollout batch
 (so ratios and clipping act), lr 1e-4 constant, no KL (beta = 0), temperature 1. The ledger compares each arm
@@ -29,9 +30,13 @@ VARIANTS = ("base", "continued_sft")
 
 
 def get_config(arg=None):
-    """"": the RL arm; "base": the shared SFT stage; "continued_sft": the control arm; "smoke": CI."""
+    """"": the RL arm; "lr<value>": the RL arm at that lr (the sweep variant's points); "base": the shared SFT
+    stage; "continued_sft": the control arm; "smoke": CI."""
     smoke = arg == "smoke" or (arg or "").endswith("_smoke")
     kind = (arg or "").removesuffix("_smoke").removesuffix("smoke") or "rl"
+    lr = 1e-4
+    if kind.startswith("lr"):
+        kind, lr = "rl", _parse_lr(kind)
     if kind not in ("rl", "base", "continued_sft"):
         raise ValueError(f"experiments/rl/base_table.py: unknown variant {arg!r} (known: base, continued_sft, smoke)")
     sft = base.get_config("smoke" if smoke else None)
@@ -63,7 +68,7 @@ def get_config(arg=None):
     c.train.steps = RL_STEPS
     c.train.log_every = 5
     c.train.checkpoint_every = 50
-    c.optim.lr = 1e-4
+    c.optim.lr = lr
     c.optim.schedule = "constant"
     c.optim.warmup_steps = 5
     c.optim.b2 = 0.99
@@ -75,18 +80,36 @@ def get_config(arg=None):
     return c
 
 
+def _parse_lr(arg: str) -> float:
+    try:
+        lr = float(arg.removeprefix("lr")) if arg.startswith("lr") else 0.0
+    except ValueError:
+        lr = 0.0
+    if lr <= 0:
+        raise ValueError(f"experiments/rl/base_table.py: unknown variant {arg!r} (known: base, continued_sft, smoke, "
+                         "lr<value> such as lr2e-5)")
+    return lr
+
+
 def get_sweep(arg=None):
-    suffix = "_smoke" if arg == "smoke" else ""
-    seeds = SEEDS[:2] if arg == "smoke" else SEEDS
-    arms = dict(list(ARMS.items())[:2]) if arg == "smoke" else ARMS
+    """"": the table at lr 1e-4; "lr<value>" (e.g. "lr2e-5"): every RL and continued-SFT arm at that constant lr
+    (same SFT stages); "smoke": CI."""
+    smoke = arg == "smoke"
+    lr = _parse_lr(arg) if arg not in (None, "", "smoke") else None
+    suffix = "_smoke" if smoke else ""
+    seeds = SEEDS[:2] if smoke else SEEDS
+    arms = dict(list(ARMS.items())[:2]) if smoke else ARMS
+    lr_override = {"optim.lr": lr} if lr else {}
     stages = [dict(name=f"sft_s{seed}", overrides={"seed": seed}, arg="base" + suffix) for seed in seeds]
     points = [dict(name=f"{name}_s{seed}", arg=arg, arm=name,
-                   overrides={**overrides, "seed": seed, "train.init_from": f"run:{{stage:sft_s{seed}}}"})
+                   overrides={**overrides, "seed": seed,
+                              "train.init_from": f"run:{{stage:sft_s{seed}}}"})
               for name, overrides in arms.items() for seed in seeds]
     points += [dict(name=f"continued_sft_s{seed}", arg="continued_sft" + suffix, arm="continued_sft",
-                    overrides={"seed": seed, "train.init_from": f"run:{{stage:sft_s{seed}}}"}) for seed in seeds]
+                    overrides={**lr_override, "seed": seed, "train.init_from": f"run:{{stage:sft_s{seed}}}"})
+               for seed in seeds]
     return dict(
-        name="base_table", stages=stages, points=points,
+        name="base_table" + (f"_{arg}" if lr else ""), stages=stages, points=points,
         columns=["eval/test_accuracy_before", "eval/test_accuracy", "eval/greedy_accuracy", "eval/ood_accuracy",
                  "eval/greedy_accuracy_ood", "eval/test_pass@8", "rl/reward_mean", "wall_time_s"],
         group=["arm"],
