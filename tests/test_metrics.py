@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from shared.config.base import model_config
-from shared.metrics import (MetricsWriter, ProgressBar, mfu, peak_flops_per_device, read_metrics,
+from shared.metrics import (MetricsWriter, ProgressBar, mfu, mfu_on_devices, peak_flops_per_device, read_metrics,
                             training_flops_per_token, training_flops_per_token_palm)
 from shared.metrics import writer as writer_module
 
@@ -64,6 +64,52 @@ def test_peak_flops_and_mfu():
     flops = training_flops_per_token(SIZES["125M"], 2048)
     assert mfu(463e3, flops, 989e12) == pytest.approx(463e3 * flops / 989e12) == pytest.approx(0.40, abs=0.005)
     assert mfu(1e6, flops, None) is None
+
+
+def test_mfu_on_devices_divides_by_every_devices_peak():
+    flops = training_flops_per_token(SIZES["125M"], 2048)
+    # 4 H100s at 4 x 463k tok/s: 40 % each, not 160 % (one device's peak under the step of four).
+    assert mfu_on_devices(4 * 463e3, flops, 989e12, 4) == pytest.approx(4 * 463e3 * flops / (4 * 989e12))
+    assert mfu_on_devices(4 * 463e3, flops, 989e12, 4) == pytest.approx(mfu(463e3, flops, 989e12))
+    assert mfu_on_devices(463e3, flops, 989e12, 1) == mfu(463e3, flops, 989e12)
+    assert mfu_on_devices(1e6, flops, None, 8) is None
+    with pytest.raises(ValueError, match="num_devices"):
+        mfu_on_devices(1e6, flops, 989e12, 0)
+
+
+def test_trainer_logs_mfu_over_all_8_devices(tmp_path, monkeypatch):
+    """A run sharded over the 8 fake CPU devices logs perf/mfu = tokens/s x FLOPs/token / (8 x peak), with a fake
+    per-device peak (CPUs have none), checked against a hand computation from the logged tokens/s."""
+    import jax
+
+    import shared.builtin  # noqa: F401  (registries: the stdlib data source, byte tokenizer)
+    from shared.config.base import base_config
+    from shared.data import build_tokenizer, make_train_iterator
+    from shared.train import trainer as trainer_module
+
+    assert jax.device_count() == 8
+    fake_peak = 2.5e9  # FLOP/s per device
+    monkeypatch.setattr(trainer_module, "peak_flops_per_device", lambda kind: fake_peak)
+    c = base_config()
+    c.model.update(vocab_size=384, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8, d_ff=64,
+                   dtype="float32", remat="none")
+    c.data.seq_len, c.data.max_docs = 32, 20
+    c.train.update(steps=3, batch_size=8, log_every=1, eval_every=1000, eval_batches=0, checkpoint_every=100,
+                   progress=False, async_checkpoint=False)
+    c.optim.warmup_steps = 1
+    c.mesh.preset = "cpu_8"
+    trainer = trainer_module.Trainer(c, str(tmp_path / "run"))
+    assert trainer.mesh.size == 8 and dict(trainer.mesh.shape) == {"data": 2, "fsdp": 2, "tensor": 2}
+    tokenizer = build_tokenizer(c.data, None, c.model.vocab_size)
+    trainer.fit(make_train_iterator(c, tokenizer, local_batch_size=c.train.batch_size))
+    trainer.close()
+    rows = [r for r in read_metrics(str(tmp_path / "run")) if "perf/mfu" in r]
+    assert len(rows) == 3
+    flops_per_token = training_flops_per_token(c.model, 32)
+    for row in rows:
+        by_hand = row["perf/tokens_per_s"] * flops_per_token / (8 * fake_peak)
+        assert row["perf/mfu"] == pytest.approx(by_hand, rel=1e-9)
+        assert row["perf/mfu"] == pytest.approx(mfu(row["perf/tokens_per_s"] / 8, flops_per_token, fake_peak))
 
 
 # -- TensorBoard event files, read back without tensorflow -------------------------------------------------

@@ -102,7 +102,20 @@ def peak_flops_per_device(device_kind: str) -> float | None:
 
 
 def mfu(tokens_per_s_per_device: float, flops_per_token: float, peak: float | None) -> float | None:
-    """Model FLOPs utilisation as a fraction (0.4 = 40 %); None when the peak is unknown."""
+    """Model FLOPs utilisation of ONE device as a fraction (0.4 = 40 %): its own tokens/s against its own peak;
+    None when the peak is unknown. For a step that runs on several devices use `mfu_on_devices`."""
     if not peak:
         return None
     return tokens_per_s_per_device * flops_per_token / peak
+
+
+def mfu_on_devices(tokens_per_s: float, flops_per_token: float, peak_per_device: float | None,
+                   num_devices: int) -> float | None:
+    """MFU of a step run on `num_devices` devices: the step's FLOP/s (global tokens/s x FLOPs per token) over
+    num_devices x the per-device peak, a fraction (equal to every device's own MFU when the work is evenly
+    split); None when the peak is unknown. One device's peak alone would overstate it num_devices times."""
+    if int(num_devices) < 1:
+        raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+    if not peak_per_device:
+        return None
+    return tokens_per_s * flops_per_token / (int(num_devices) * peak_per_device)

@@ -27,7 +27,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from shared import sharding as sh
 from shared.checkpoint import Checkpointer, install_preemption_handler
-from shared.metrics import (MetricsWriter, ProgressBar, latest_values, mfu, peak_flops_per_device,
+from shared.metrics import (MetricsWriter, ProgressBar, latest_values, mfu_on_devices, peak_flops_per_device,
                             training_flops_per_token)
 from shared.model import attention_implementation, build_model, create_sharded
 from shared.registry import HOOKS
@@ -229,7 +229,8 @@ class Trainer:
                         row = {f"train/{k}": v for k, v in metrics.items() if k not in ("loss_sum", "finite")}
                         row["perf/tokens_per_s"] = tok_s
                         row["perf/step_time_s"] = elapsed / max(1, (step - 1) % cfg.log_every + 1)
-                        util = mfu(tok_s / self.mesh.size, flops_per_token, peak)
+                        # the step's FLOP/s over (devices in the mesh x one device's peak)
+                        util = mfu_on_devices(tok_s, flops_per_token, peak, self.mesh.size)
                         if util is not None:
                             row["perf/mfu"] = util
                         row["train/nonfinite_steps"] = int(self.state["nonfinite"])
