@@ -301,7 +301,7 @@ def test_every_preset_is_well_formed_and_tiles_its_devices(name):
 
 def test_attention_by_platform_and_flag_merge():
     auto = get_preset("auto")
-    assert [attention_for(auto, p) for p in ("cpu", "gpu", "tpu")] == ["xla", "cudnn", "xla"]
+    assert [attention_for(auto, p) for p in ("cpu", "gpu", "tpu")] == ["xla", "cudnn", "splash"]
     assert attention_for(get_preset("gpu_1x8"), "gpu") == "cudnn"
     assert merge_xla_flags("--a=1 --b=2", "--b=3 --c=4") == "--a=1 --b=2 --c=4"
     assert merge_xla_flags("", "--c=4") == "--c=4"

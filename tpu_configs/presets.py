@@ -24,7 +24,8 @@ from typing import Any
 from shared.registry import Registry
 
 AXES = ("data", "fsdp", "tensor")
-ATTENTION_BY_PLATFORM = {"cpu": "xla", "gpu": "cudnn", "tpu": "xla"}
+# TPU: splash (shared/model/splash_attention.py; checked in interpret mode and by AOT compiles, not on hardware)
+ATTENTION_BY_PLATFORM = {"cpu": "xla", "gpu": "cudnn", "tpu": "splash"}
 
 # Communication/compute overlap for FSDP on several GPUs (MaxText A3 recipe, JAX-Toolbox GPU_performance.md).
 # No effect on one GPU, so gpu_1 leaves them out.

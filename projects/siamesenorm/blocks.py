@@ -40,6 +40,7 @@ from shared import sharding as sh
 from shared.config import register_validator
 from shared.model.blocks import RESIDUAL, Block
 from shared.model.layers import MLP, Attention, _mask, apply_rope, make_norm, param, rope_inv_freq, xla_attention
+from shared.model.splash_attention import splash_attention
 from shared.registry import BLOCKS
 
 PREFIX = "siamesenorm/"
@@ -163,8 +164,10 @@ class QKVNormAttention(Attention):
             out = self._fused(q, k, v, ctx)
         elif ctx.implementation == "xla":
             out = xla_attention(q, k, v, _mask(ctx, cfg, q.shape[1], k.shape[1]))
+        elif ctx.implementation == "splash":  # the TPU default (tpu_configs.presets.ATTENTION_BY_PLATFORM)
+            out = splash_attention(q, k, v, ctx.segment_ids, causal=cfg.causal, sliding_window=cfg.sliding_window)
         else:
-            raise ValueError(f"model.attention: unknown implementation {ctx.implementation!r} (xla | cudnn)")
+            raise ValueError(f"model.attention: unknown implementation {ctx.implementation!r} (xla | cudnn | splash)")
         out = sh.constrain(out, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_HEADS, sh.ACT_HEAD_DIM))
         return jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(dt)), new_cache
 

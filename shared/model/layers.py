@@ -16,6 +16,7 @@ from flax import nnx
 
 from shared import sharding as sh
 from shared.model import decode_attention, decode_matmul, decode_norm
+from shared.model.splash_attention import splash_attention
 from shared.registry import NORMS
 
 
@@ -252,9 +253,10 @@ class Attention(nnx.Module):
             out = self._fused(q, k, v, ctx)
         elif ctx.implementation == "xla":
             out = xla_attention(q, k, v, _mask(ctx, cfg, q.shape[1], k.shape[1]))
+        elif ctx.implementation == "splash":
+            out = splash_attention(q, k, v, ctx.segment_ids, causal=cfg.causal, sliding_window=cfg.sliding_window)
         else:
-            raise ValueError(f"model.attention: unknown implementation {ctx.implementation!r} "
-                             "(xla | cudnn; splash is not available yet)")
+            raise ValueError(f"model.attention: unknown implementation {ctx.implementation!r} (xla | cudnn | splash)")
         out = sh.constrain(out, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_HEADS, sh.ACT_HEAD_DIM))
         y = jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(x.dtype))
         return (y if residual is None else residual + y), new_cache

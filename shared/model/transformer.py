@@ -214,7 +214,7 @@ def attention_implementation(cfg, preset: dict | None, platform: str) -> str:
         choice = preset["attention"]
         if choice != "auto":
             return choice
-    return "cudnn" if platform == "gpu" else "xla"
+    return {"gpu": "cudnn", "tpu": "splash"}.get(platform, "xla")  # as tpu_configs.presets.ATTENTION_BY_PLATFORM
 
 
 def count_params(state) -> int:
