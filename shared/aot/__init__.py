@@ -91,6 +91,11 @@ class Report:
 
 def topology_devices(preset: str):
     """The TPU devices of a preset's slice(s), from jax.experimental.topologies (needs libtpu, no TPU)."""
+    import os
+
+    # libtpu takes an exclusive lock on /tmp/libtpu_lockfile, meant to keep two processes off one TPU; here there is
+    # no TPU, and parallel test workers or a second check on the same host would fail with "ABORTED ... lockfile".
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     from jax.experimental import topologies
 
     if preset not in TOPOLOGIES:
