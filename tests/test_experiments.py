@@ -96,6 +96,17 @@ def test_config_builds_and_validates(path, variant):
     assert config.is_locked, f"{spec}: load_config must return a locked config"
 
 
+def sweep_variants() -> list[tuple[str, str]]:
+    """(file, variant) for sweep tables that list further get_sweep variants in a module-level SWEEP_VARIANTS."""
+    return [(path, v) for path in EXPERIMENTS
+            for v in getattr(load_module(os.path.join(REPO, path)), "SWEEP_VARIANTS", ())]
+
+
+@pytest.mark.parametrize("path,variant", sweep_variants())
+def test_extra_sweep_variants_apply_to_their_configs(path, variant):
+    test_sweep_points_apply_to_their_configs(path, variant)
+
+
 @pytest.mark.parametrize("variant", VARIANTS, ids=["default", "smoke"])
 @pytest.mark.parametrize("path", EXPERIMENTS)
 def test_sweep_points_apply_to_their_configs(path, variant):
@@ -109,7 +120,7 @@ def test_sweep_points_apply_to_their_configs(path, variant):
         overrides = [f"{key}={format_override_value(value)}" for key, value in point.overrides.items()]
         spec = config_spec(path, point.arg)
         try:
-            config = load_and_validate(spec, smoke=point.arg == "smoke", overrides=overrides)
+            config = load_and_validate(spec, smoke=(point.arg or "").endswith("smoke"), overrides=overrides)
         except ConfigError as e:
             pytest.fail(f"{spec} point {point.name!r}: {e}")
         for key, value in point.overrides.items():

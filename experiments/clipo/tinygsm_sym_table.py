@@ -20,6 +20,15 @@ head Linear(256 -> 128), 10 head-only warm-up steps instead of 20, 200 problems 
 2,000, 3 seeds instead of 5. The spec's CLIPO settings are kept: tau 0.05, lambda 0.2, clamp -0.5, head AdamW
 1e-3 / wd 0.01, group-level InfoNCE with one random positive, KL k3 beta 0.001, eps 0.2, token-mean.
 Results as shared.sweep wrote them: projects/clipo/results/tinygsm_sym_table/.
+
+The "spec" sweep variant is the re-run at D.3's scale (issue 20): one SFT warm start per seed as a sweep stage
+(experiments/base/tinygsm_sym.py at 1000 steps: ID greedy 0.668 +- 0.039 over 3 seeds, inside the spec's 0.5-0.7,
+experiments/base/results/base_tinygsm_sym/) that every arm of the seed starts from, so arms differ only in the
+method and the ledger pairs them by seed; then B = 64 x G = 16, responses <= 160 tokens, 300 actor steps (600
+updates), lr 2e-5, 20 head-only warm-up steps, 5 seeds, 2,000 problems per evaluation set:
+
+    python -m shared.sweep --config=experiments/clipo/tinygsm_sym_table.py:spec --workdir=runs/clipo/spec_table \
+        --parallel=16
 """
 from projects.clipo.config import add_clipo, eval_config
 from shared.config.base import base_config
@@ -27,10 +36,22 @@ from shared.config.base import base_config
 ACTOR_STEPS = 60
 HEAD_WARMUP = 10
 SEEDS = (0, 1, 2)
+# the "spec" variant (clipo.md D.3)
+SPEC_ACTOR_STEPS = 300
+SPEC_HEAD_WARMUP = 20
+SPEC_SEEDS = (0, 1, 2, 3, 4)
+SWEEP_VARIANTS = ("spec", "spec_smoke")  # get_sweep variants beside "" and "smoke" (checked by tests/test_experiments.py)
+SPEC_BASE_STEPS = 1000  # experiments/base/tinygsm_sym.py's competence table: ID 0.668 at 1000 steps, 0.906 at 2000
 ARMS = {"grpo": "off", "clipo": "trained", "clipo_fixed": "fixed", "clipo_shuffled": "shuffled"}
 
 
 def get_config(arg=None):
+    """"": the committed table's point; "smoke": CI; "spec" / "spec_smoke": a point of the D.3-scale table (starts
+    from a stage's checkpoint via train.init_from); "base" / "base_smoke": that table's per-seed SFT stage."""
+    if arg in ("base", "base_smoke"):
+        return _base_stage(smoke=arg == "base_smoke")
+    if arg in ("spec", "spec_smoke"):
+        return _spec(get_config("smoke" if arg == "spec_smoke" else None), smoke=arg == "spec_smoke")
     c = base_config()
     c.task = "rl"
     add_clipo(c, mode="trained", proj_dim=128, warmup_steps=HEAD_WARMUP)
@@ -94,11 +115,43 @@ def get_config(arg=None):
         c.train.checkpoint_every = 2
         c.train.progress = False
     elif arg is not None:
-        raise ValueError(f"experiments/clipo/tinygsm_sym_table.py: unknown variant {arg!r} (known: smoke)")
+        raise ValueError(f"experiments/clipo/tinygsm_sym_table.py: unknown variant {arg!r} "
+                         "(known: smoke, spec, spec_smoke, base, base_smoke)")
+    return c
+
+
+def _base_stage(smoke: bool):
+    """The shared SFT warm start of one seed: the base recipe (same policy shape as this table) at SPEC_BASE_STEPS."""
+    from experiments.base import tinygsm_sym as base
+
+    c = base.get_config("smoke" if smoke else None)
+    if not smoke:
+        c.train.steps = c.train.checkpoint_every = SPEC_BASE_STEPS
+        c.train.eval_every = SPEC_BASE_STEPS // 4
+        c.optim.warmup_steps = SPEC_BASE_STEPS // 20
+    return c
+
+
+def _spec(c, smoke: bool):
+    """D.3's RL settings over this table's point; the warm start comes from train.init_from (a stage)."""
+    c.rl.warmup_sft_steps = 0
+    if smoke:
+        return c
+    c.rl.prompts_per_step = 64
+    c.rl.group_size = 16
+    c.rl.max_new_tokens = 160
+    c.rl.eval_every = 25
+    c.clipo.warmup_steps = SPEC_HEAD_WARMUP
+    c.clipo_eval.n = 2000
+    c.train.steps = SPEC_ACTOR_STEPS + SPEC_HEAD_WARMUP
+    c.train.checkpoint_every = 50
+    c.optim.lr = 2e-5
     return c
 
 
 def get_sweep(arg=None):
+    if arg in ("spec", "spec_smoke"):
+        return _spec_sweep(smoke=arg == "spec_smoke")
     smoke = arg == "smoke"
     actor, warmup = (2, 1) if smoke else (ACTOR_STEPS, HEAD_WARMUP)
     points = []
@@ -118,3 +171,18 @@ def get_sweep(arg=None):
                  "rl/reward_mean", "wall_time_s"],
         plot=dict(kind="curves", metric="rl/reward_mean", x="step", label="clipo.mode"),
     )
+
+
+def _spec_sweep(smoke: bool):
+    """Every arm of a seed starts from that seed's SFT stage; arms are labelled, so the ledger pairs them by seed."""
+    suffix = "_smoke" if smoke else ""
+    seeds = SPEC_SEEDS[:2] if smoke else SPEC_SEEDS
+    actor, warmup = (2, 1) if smoke else (SPEC_ACTOR_STEPS, SPEC_HEAD_WARMUP)
+    stages = [dict(name=f"sft_s{seed}", overrides={"seed": seed}, arg="base" + suffix) for seed in seeds]
+    points = [dict(name=f"{arm}_s{seed}", arg="spec" + suffix, arm=arm,
+                   overrides={"clipo.mode": mode, "train.steps": actor if mode == "off" else actor + warmup,
+                              "seed": seed, "train.init_from": f"run:{{stage:sft_s{seed}}}"})
+              for arm, mode in ARMS.items() for seed in seeds]
+    table = get_sweep("smoke" if smoke else None)
+    return dict(name="tinygsm_sym_spec_table", stages=stages, points=points, group=["arm"],
+                columns=table["columns"], plot=dict(kind="curves", metric="rl/reward_mean", x="step"))

@@ -27,6 +27,7 @@ ARMS = {
     "gmpo": {"rl.advantage": "grpo", "rl.policy_loss": "gmpo", "rl.eps_low": 0.4, "rl.eps_high": 0.4},
 }
 VARIANTS = ("base", "continued_sft")
+SWEEP_VARIANTS = ("lr2e-5",)  # get_sweep variants checked by tests/test_experiments.py (any lr<value> works)
 
 
 def get_config(arg=None):
