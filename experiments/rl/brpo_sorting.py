@@ -10,7 +10,9 @@ one batch, the reference's slot randomised: swap="random"), A = +1 / -1 / 0 (BRP
 outcomes, clip-higher 0.28, token-mean loss, no KL. The judge is an oracle: the task's checker (exact sorted list)
 with 10% of its verdicts flipped (the spec's oracle judge). Metrics: judge/pairs, judge/calls (cost), the share of
 groups all won / all lost against their reference, and the task's own reward logged at weight 0. Greedy accuracy
-before/after RL as in grpo_sorting. Not yet measured here; the smoke variant runs 2 steps on 8 CPU devices.
+before/after RL as in grpo_sorting; the smoke variant runs 2 steps on 8 CPU devices. One run on the 2-core CPU
+development machine (files in experiments/rl/results/brpo_sorting_cpu/, one seed, no paired baseline): greedy test
+accuracy 0.505 before RL -> 0.66 at step 40 -> 0.59 at step 60, pass@1 0.344 -> 0.448; 224 judge calls per step.
 """
 from experiments.rl.grpo_sorting import get_config as sorting_config
 
