@@ -1,9 +1,25 @@
 """Model-backed rewards and judges: a layer above the RL loop (they may build models and sample from them),
 below the launcher. A judge gets what it needs (a run loader, a sampler, an HTTP endpoint) passed in.
 
+  verdict.py     Verdict(pref, scores, critique, raw) and the parsers (JSON, score split, A/B tags)
+  generative.py  the judge interface compare(prompts, a, b) -> list[Verdict]; mock, oracle, sampler and legacy
+                 backends; SwapJudge and VotingJudge
+  http.py        the OpenAI-compatible backend (ChatClient, HTTPJudge)
+  pairwise.py    OpenAIJudge, ScalarRMJudge and the reward model/pairwise_judge
+  scalar_rm.py   the reward model/scalar_rm
+
 Importing this package registers the rewards model/scalar_rm and model/pairwise_judge.
 """
+from shared.judges.generative import (  # noqa: F401
+    GENERATIVE_TEMPLATE, GenerativeJudge, MockJudge, OracleJudge, ProbabilityJudge, SamplerJudge, SwapJudge,
+    VotingJudge, as_generative, combine, wrap,
+)
+from shared.judges.http import ChatClient, HTTPJudge  # noqa: F401
 from shared.judges.pairwise import (  # noqa: F401
-    JudgeError, OpenAIJudge, PairwiseJudge, PairwiseJudgeReward, ScalarRMJudge, compare_batch, parse_verdict,
+    OpenAIJudge, PairwiseJudge, PairwiseJudgeReward, ScalarRMJudge, compare_batch, make_pairwise_judge,
 )
 from shared.judges.scalar_rm import ScalarRewardModel  # noqa: F401
+from shared.judges.verdict import (  # noqa: F401
+    JudgeError, Verdict, make_parser, parse_json_verdict, parse_judgment, parse_score_split, parse_scores,
+    parse_tags, parse_verdict, prefs,
+)

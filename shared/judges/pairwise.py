@@ -1,32 +1,38 @@
 """Pairwise judges and the reward built on them.
 
-    model/pairwise_judge  ("model/pairwise_judge", 1.0, {"backend": "http", "base_url": ..., "model": ...}):
-                          P(completion better than the `reference` column's text) from a PairwiseJudge
+    model/pairwise_judge  ("model/pairwise_judge", 1.0, {"backend": "http", "base_url": ..., "model": ...})
 
-A `PairwiseJudge` is anything with `compare(prompt, a, b) -> P(a better than b)`. Backends: `ScalarRMJudge`
-(sigmoid of the RM score difference) and `OpenAIJudge` (an OpenAI-compatible /chat/completions endpoint,
-urllib only, asked for "A" or "B"; optional token logprobs for a soft probability).
+Called as a reward (any advantage estimator), it scores P(completion better than the `reference` column's
+text). Named in rl.rewards under a pairwise advantage estimator (rl.advantage = "brpo", "brpo-norm",
+"round-robin", "fixed-reference"; shared/rl/pairwise.py), the RL loop instead asks it for the verdicts of the
+step's planned pairs (`judge_pairs`, one batched call) and the estimator turns them into advantages.
+
+Backends (the spec's "backend" key; the other keys go to the backend):
+  http        OpenAIJudge: an OpenAI-compatible endpoint asked for the letter "A" or "B" (optional logprobs for a
+              soft probability, swap_average)
+  http_genrm  HTTPJudge (shared/judges/http.py): a generative judge (principles, critique, score split) at an
+              OpenAI-compatible endpoint; concurrency, retries, timeouts, call accounting
+  sampler     SamplerJudge.from_run(path, ...): our own judge model through the sampler
+  oracle      OracleJudge: sign(Q(a) - Q(b)) with Q = quality, a REWARDS name (with quality_kwargs) or a callable;
+              noise, margin
+  mock        MockJudge: prefer = "longer" | "shorter" | "first" | "second" | "tie", or scripted replies
+  scalar_rm   ScalarRMJudge: sigmoid of a scalar reward model's score difference
+and for every backend: swap ("none", "random", "both", "always": SwapJudge) and votes (Voting@n: VotingJudge).
+
+A `PairwiseJudge` is anything with `compare(prompt, a, b) -> P(a better than b)`; a `GenerativeJudge`
+(shared/judges/generative.py) has the batched `compare(prompts, a, b) -> list[Verdict]` and also serves as one.
 """
 from __future__ import annotations
 
-import concurrent.futures
-import json
-import logging
-import math
-import os
-import re
-import threading
-import time
-import urllib.error
-import urllib.request
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from shared.judges.generative import MockJudge, OracleJudge, SamplerJudge, as_generative, wrap
+from shared.judges.http import HTTPJudge
 from shared.judges.scalar_rm import ScalarRewardModel
-from shared.rewards.core import register_reward_factory
-
-log = logging.getLogger(__name__)
+from shared.judges.verdict import JudgeError, parse_verdict  # noqa: F401  (re-exported: the judges' API)
+from shared.rewards.core import build_reward_fn, parse_reward_specs, register_reward_factory
 
 
 # ---------------------------------------------------------------- pairwise judges
@@ -64,10 +70,6 @@ class ScalarRMJudge:
         return (1.0 / (1.0 + np.exp(-diff))).astype(np.float32)
 
 
-class JudgeError(RuntimeError):
-    """The judge endpoint failed (after retries) or answered something that is not a chat completion."""
-
-
 DEFAULT_JUDGE_TEMPLATE = """Compare two responses to the same prompt and decide which one is better: more \
 helpful, correct and honest. Ignore the order in which they are shown and their length.
 
@@ -82,38 +84,10 @@ helpful, correct and honest. Ignore the order in which they are shown and their 
 
 Reply with exactly one letter: "A" if Response A is better, "B" if Response B is better."""
 
-# Keywords match in any case; the verdict letter only in upper case ("a" is an English word).
-_VERDICT_PATTERNS = (
-    re.compile(r"\[\[\s*(A|B|(?i:tie))\s*\]\]"),
-    re.compile(r"(?i:final answer|answer|verdict|winner|better response|choice|decision)"
-               r"\s*(?i:is)?\s*:?\s*\(?(?i:response|assistant)?\s*\(?\b([AB])\b"),
-)
-_RETRY_HTTP_CODES = (408, 409, 425, 429, 500, 502, 503, 504)
-
-
-def parse_verdict(text: str) -> float | None:
-    """1.0 for A, 0.0 for B, 0.5 for a tie, None if the reply names neither clearly. An explicit verdict
-    ([[A]], "Answer: B", "Verdict: Response A") wins, the last one if several; then a reply that is or
-    starts with the letter; then a reply that mentions only one of "Response A" / "Response B"."""
-    value = {"A": 1.0, "B": 0.0, "TIE": 0.5}
-    cleaned = re.sub(r"[*_`\"']", "", text or "").strip()
-    for pattern in _VERDICT_PATTERNS:
-        found = pattern.findall(cleaned)
-        if found:
-            return value[found[-1].upper()]
-    start = re.match(r"^\(?(?:(?i:response)\s+)?([AB])\)?(?:$|[\s.,:;!)])", cleaned)
-    if start:
-        return value[start.group(1)]
-    named = set(re.findall(r"\b(?i:response)\s+([AB])\b", cleaned))
-    if len(named) == 1:
-        return value[named.pop()]
-    if re.search(r"\b(tie|equally good|both are equal)\b", cleaned, re.IGNORECASE):
-        return 0.5
-    return None
-
 
 class OpenAIJudge:
-    """A judge behind an OpenAI-compatible chat endpoint (OpenAI, vLLM, SGLang, llama.cpp server, ...).
+    """A judge behind an OpenAI-compatible chat endpoint (OpenAI, vLLM, SGLang, llama.cpp server, ...) asked for
+    the letter "A" or "B": an `HTTPJudge` with the letter template and parser, returning P(a better).
 
     base_url / model: arguments, else the environment variables named by base_url_env / model_env. The API
     key is read from the environment variable `api_key_env` at request time (never stored; no header when it
@@ -130,118 +104,55 @@ class OpenAIJudge:
                  temperature: float = 0.0, max_tokens: int = 16, use_logprobs: bool = False,
                  swap_average: bool = False, concurrency: int = 8, on_unparsed: str = "tie",
                  extra_body: dict | None = None):
-        self.base_url = base_url or os.environ.get(base_url_env, "")
-        self.model = model or os.environ.get(model_env, "")
-        if not self.base_url:
-            raise ValueError(f"OpenAIJudge: no base_url given and ${base_url_env} is unset "
-                             f"(e.g. http://127.0.0.1:8000/v1)")
-        if not self.model:
-            raise ValueError(f"OpenAIJudge: no model given and ${model_env} is unset")
         if on_unparsed not in ("tie", "raise"):
             raise ValueError(f"OpenAIJudge: on_unparsed={on_unparsed!r}, expected 'tie' or 'raise'")
-        for field in ("{prompt}", "{a}", "{b}"):
-            if field not in template:
-                raise ValueError(f"OpenAIJudge: template lacks the field {field}")
-        self.url = self.base_url.rstrip("/") + "/chat/completions"
-        self.api_key_env, self.template, self.system_prompt = api_key_env, template, system_prompt
-        self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
-        self.temperature, self.max_tokens = float(temperature), int(max_tokens)
-        self.use_logprobs, self.swap_average = use_logprobs, swap_average
-        self.concurrency, self.on_unparsed = max(1, int(concurrency)), on_unparsed
-        self.extra_body = dict(extra_body or {})
-        self.unparsed = 0  # replies scored 0.5 because they named neither A nor B
-        self._lock = threading.Lock()
+        self.backend = HTTPJudge(
+            base_url, model, template=template, system_prompt=system_prompt, temperature=temperature,
+            max_tokens=max_tokens, logprobs=use_logprobs, on_error="raise", on_malformed=on_unparsed,
+            parser="letter", malformed_message="reply names neither A nor B", send_seed=False,
+            api_key_env=api_key_env, base_url_env=base_url_env, model_env=model_env, timeout=timeout,
+            retries=retries, backoff=backoff, concurrency=concurrency, extra_body=extra_body, owner="OpenAIJudge")
+        self.client = self.backend.client
+        self.base_url, self.model, self.url = self.client.base_url, self.client.model, self.client.url
+        self.swap_average, self.on_unparsed = swap_average, on_unparsed
 
-    # -------------------------------------------------------------- public
+    @property
+    def unparsed(self) -> int:
+        """Replies scored 0.5 because they named neither A nor B."""
+        return int(self.backend.cost().get("malformed", 0))
+
     def compare(self, prompt: str, a: str, b: str) -> float:
-        p = self._ask(prompt, a, b)
-        if self.swap_average:
-            p = 0.5 * (p + (1.0 - self._ask(prompt, b, a)))
-        return p
+        return float(self.compare_batch([prompt], [a], [b])[0])
 
     def compare_batch(self, prompts: Sequence[str], a: Sequence[str], b: Sequence[str]) -> np.ndarray:
-        with concurrent.futures.ThreadPoolExecutor(self.concurrency) as pool:
-            return np.asarray(list(pool.map(self.compare, prompts, a, b)), np.float32)
+        prompts, a, b = list(prompts), list(a), list(b)
+        if not self.swap_average:
+            return np.asarray([v.p_first for v in self.backend.compare(prompts, a, b)], np.float32)
+        verdicts = self.backend.compare(prompts * 2, a + b, b + a)  # every request of the batch at once
+        n = len(prompts)
+        return np.asarray([0.5 * (x.p_first + (1.0 - y.p_first)) for x, y in zip(verdicts[:n], verdicts[n:])],
+                          np.float32)
 
-    # -------------------------------------------------------------- one request
-    def _ask(self, prompt: str, a: str, b: str) -> float:
-        messages = [] if self.system_prompt is None else [{"role": "system", "content": self.system_prompt}]
-        messages.append({"role": "user", "content": self.template.format(prompt=prompt, a=a, b=b)})
-        payload = {"model": self.model, "messages": messages, "temperature": self.temperature,
-                   "max_tokens": self.max_tokens, **self.extra_body}
-        if self.use_logprobs:
-            payload.update(logprobs=True, top_logprobs=10)
-        reply = self._post(payload)
-        try:
-            choice = reply["choices"][0]
-            text = choice["message"].get("content") or ""
-        except (KeyError, IndexError, TypeError, AttributeError):
-            raise JudgeError(f"{self.url}: not a chat completion: {json.dumps(reply)[:200]}") from None
-        if self.use_logprobs:
-            p = _probability_from_logprobs(choice.get("logprobs"))
-            if p is not None:
-                return p
-        verdict = parse_verdict(text)
-        if verdict is None:
-            if self.on_unparsed == "raise":
-                raise JudgeError(f"{self.url}: reply names neither A nor B: {text[:200]!r}")
-            with self._lock:  # compare_batch runs requests in threads
-                self.unparsed += 1
-            log.warning("judge reply names neither A nor B (scored 0.5): %r", text[:200])
-            return 0.5
-        return verdict
-
-    def _post(self, payload: dict) -> dict:
-        data = json.dumps(payload).encode("utf-8")
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        last_error = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    return json.loads(response.read().decode("utf-8"))
-            except urllib.error.HTTPError as e:
-                body = e.read()[:200].decode("utf-8", "replace")
-                if e.code not in _RETRY_HTTP_CODES:  # bad request / auth / unknown model: retrying cannot help
-                    raise JudgeError(f"{self.url}: HTTP {e.code}: {body}") from None
-                last_error = f"HTTP {e.code}: {body}"
-            except (urllib.error.URLError, TimeoutError, ConnectionError, json.JSONDecodeError) as e:
-                last_error = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
-        raise JudgeError(f"{self.url}: no answer after {self.retries + 1} attempts (last: {last_error})")
+    def cost(self) -> dict:
+        return self.backend.cost()
 
 
-def _probability_from_logprobs(logprobs: Any) -> float | None:
-    """P(A) / (P(A) + P(B)) from the top logprobs at the first generated token that is A or B."""
-    try:
-        content = logprobs["content"]
-    except (KeyError, TypeError):
-        return None
-    for position in content or []:
-        if position.get("token", "").strip().upper() not in ("A", "B"):
-            continue
-        mass = {"A": 0.0, "B": 0.0}
-        for alternative in position.get("top_logprobs") or [position]:
-            token = alternative.get("token", "").strip().upper()
-            if token in mass:
-                mass[token] += math.exp(alternative.get("logprob", -math.inf))
-        total = mass["A"] + mass["B"]
-        return mass["A"] / total if total > 0 else None
-    return None
 
-
-JUDGE_BACKENDS = ("http", "scalar_rm")
+JUDGE_BACKENDS = ("http", "http_genrm", "sampler", "oracle", "mock", "scalar_rm")
+# judge/* metrics a step reports: counts of this call (and *_total: since the reward was built, so a resumed run
+# counts from its restart)
+_COST_KEYS = ("pairs", "calls", "malformed", "errors", "requests", "retries", "prompt_tokens", "completion_tokens",
+              "seconds", "swapped", "swap_disagreements", "vote_splits", "flipped")
 
 
 class PairwiseJudgeReward:
-    """Reward = P(completion better than the text in `reference_column`) under a PairwiseJudge."""
+    """Reward = P(completion better than the text in `reference_column`) under a PairwiseJudge; for pairwise
+    advantage estimators, `judge_pairs` gives the verdicts of planned pairs."""
 
     def __init__(self, judge: PairwiseJudge, reference_column: str = "reference"):
         self.judge, self.reference_column = judge, reference_column
+        self.generative = as_generative(judge)
+        self.last_verdicts: list = []   # the verdicts of the last judge_pairs call (critiques, raw replies)
 
     def __call__(self, prompts: Sequence[str], completions: Sequence[str], **columns) -> list[float]:
         if self.reference_column not in columns:
@@ -249,16 +160,61 @@ class PairwiseJudgeReward:
                              f"{sorted(columns) or '(none)'}")
         return compare_batch(self.judge, prompts, completions, columns[self.reference_column]).tolist()
 
+    def cost(self) -> dict:
+        return self.generative.cost()
+
+    def judge_pairs(self, prompts: Sequence[str], first: Sequence[str], second: Sequence[str], *,
+                    seed: int | None = None, columns: dict | None = None) -> tuple[np.ndarray, dict]:
+        """(pref int8 [M]: +1 first better, -1 second, 0 tie or malformed; metrics) for M pairs in one batched
+        judge call. metrics: judge/<counter> of this call and judge/pairs_total, judge/calls_total so far."""
+        before = self.cost()
+        verdicts = self.generative.compare(prompts, first, second, seed=seed, columns=columns)
+        after = self.cost()
+        self.last_verdicts = verdicts
+        pref = np.asarray([v.pref for v in verdicts], np.int8)
+        metrics = {f"judge/{k}": float(after.get(k, 0) - before.get(k, 0)) for k in _COST_KEYS
+                   if k in after or k in ("pairs", "calls", "malformed")}
+        metrics["judge/pairs_total"] = float(after.get("pairs", 0))
+        metrics["judge/calls_total"] = float(after.get("calls", 0))
+        if len(pref):
+            metrics["judge/first_wins_frac"] = float(np.mean(pref > 0))
+            metrics["judge/tie_frac"] = float(np.mean(pref == 0))
+        return pref, metrics
+
+
+def _quality_fn(quality, quality_kwargs: dict | None) -> Callable:
+    if callable(quality):
+        return quality
+    if not isinstance(quality, str) or not quality:
+        raise ValueError(f"model/pairwise_judge backend 'oracle' needs quality= a REWARDS name or a callable, "
+                         f"got {quality!r}")
+    return build_reward_fn(parse_reward_specs([(quality, 1.0, dict(quality_kwargs or {}))])[0])
+
 
 @register_reward_factory("model/pairwise_judge")
-def make_pairwise_judge(backend: str = "http", reference_column: str = "reference", **options) -> PairwiseJudgeReward:
-    """backend "http": OpenAIJudge(**options); "scalar_rm": ScalarRMJudge(ScalarRewardModel(**options),
-    options.pop("sigmoid_temperature", 1.0))."""
+def make_pairwise_judge(backend: str = "http", reference_column: str = "reference", swap: str = "none",
+                        votes: int = 1, **options) -> PairwiseJudgeReward:
+    """backend "http": OpenAIJudge(**options); "http_genrm": HTTPJudge(**options); "sampler":
+    SamplerJudge.from_run(**options) (path=...); "oracle": OracleJudge(quality, noise, margin) with quality a
+    REWARDS name (+ quality_kwargs) or a callable; "mock": MockJudge(**options); "scalar_rm":
+    ScalarRMJudge(ScalarRewardModel(**options), options.pop("sigmoid_temperature", 1.0)). swap / votes wrap the
+    judge in SwapJudge / VotingJudge (default: neither, the judge as built)."""
     if backend == "http":
         judge = OpenAIJudge(**options)
+    elif backend == "http_genrm":
+        judge = HTTPJudge(**options)
+    elif backend == "sampler":
+        judge = SamplerJudge.from_run(**options)
+    elif backend == "oracle":
+        quality = _quality_fn(options.pop("quality", None), options.pop("quality_kwargs", None))
+        judge = OracleJudge(quality, **options)
+    elif backend == "mock":
+        judge = MockJudge(**options)
     elif backend == "scalar_rm":
         temperature = options.pop("sigmoid_temperature", 1.0)
         judge = ScalarRMJudge(ScalarRewardModel(**options), temperature=temperature)
     else:
         raise ValueError(f"model/pairwise_judge: backend={backend!r}, expected one of {JUDGE_BACKENDS}")
+    if swap != "none" or int(votes) > 1:
+        judge = wrap(judge, swap=swap, votes=votes)
     return PairwiseJudgeReward(judge, reference_column)

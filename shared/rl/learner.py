@@ -27,7 +27,10 @@ composes them and never tests an algorithm's name:
              (rl.rollout_mesh="") or resharded over the same devices with every device on one axis: "data"
              (weights replicated, rows split: no communication per decode step) or "tensor" (tensor-parallel
              weights); "auto" picks "data" on several devices when the copy fits easily;
-  reward     the RewardManager (+ DAPO overlong shaping) and the task's own checker.
+  reward     the RewardManager (+ DAPO overlong shaping) and the task's own checker; under a pairwise estimator
+             (shared/rl/pairwise.py: brpo, brpo-norm, round-robin, fixed-reference) also the pairwise judge named
+             in rl.rewards: step 2 then plans the step's judge calls (estimator.plan), asks the judge for all of
+             them in one batch and passes the PairOutcomes to the estimator (judge/* metrics: calls and cost).
 A project adds an estimator (shared.rl.roles.register_advantage, needs_critic=...) or a critic class
 (CRITICS.register) by name, without touching shared/.
 Checkpoints hold the policy, optimizer and prompt-iterator state; re-running the command resumes.
@@ -49,6 +52,7 @@ from shared.metrics import ProgressBar, latest_values
 from shared.registry import POLICY_LOSSES
 from shared.rl import algorithms as alg
 from shared.rl import budget
+from shared.rl import pairwise as pw
 from shared.rl.roles import Actor, Critic, Reference, Reward, Rollout, build_critic, estimator
 from shared.model.sampler import SamplingParams, completion_logits
 from shared.train.trainer import Hook, send_test_signal
@@ -113,6 +117,16 @@ class PromptIterator:
     def set_state(self, state: dict) -> None:
         self.epoch, self.index = int(state["epoch"]), int(state["index"])
         self._order = self._permutation()
+
+
+def pairwise_metrics(out: pw.PairOutcomes) -> dict:
+    """Shares of groups whose scored members all beat (all_win) or all lost to (all_lose) their opponents: a fixed
+    reference saturates as all_win -> 1."""
+    score, scored = out.score, out.scored
+    has = scored.any(axis=1)
+    all_win = np.all(np.where(scored, score > 0, True), axis=1) & has
+    all_lose = np.all(np.where(scored, score < 0, True), axis=1) & has
+    return {"rl/pairwise_all_win_frac": float(all_win.mean()), "rl/pairwise_all_lose_frac": float(all_lose.mean())}
 
 
 def policy_outputs(graphdef, params, batch, attention: str, critic: Critic | None = None):
@@ -193,6 +207,7 @@ class ScoredBatch:
     rewards: np.ndarray          # [N] task reward (+ shaping)
     metrics: dict
     examples: list[dict]         # one per prompt
+    outcomes: pw.PairOutcomes | None = None   # a pairwise estimator's judged pairs (None: pointwise rewards)
 
 
 class RLLearner:
@@ -208,6 +223,10 @@ class RLLearner:
         self.eval_sets = eval_sets
         self.updates_per_step = int(self.rl.num_iterations) * int(self.rl.mini_batches)
         self.estimator = estimator(str(self.rl.advantage))
+        self.pairwise = pw.is_pairwise(self.estimator)
+        if self.pairwise and self.rl.kl_in_reward and self.rl.kl_coef > 0:
+            raise ValueError(f"rl.advantage={self.rl.advantage!r} compares completions in pairs: there is no reward to "
+                             "fold the KL into (rl.kl_in_reward); keep the KL in the loss (rl.kl_in_reward=False)")
         self.critic = build_critic(config, self.estimator)   # before the Trainer: its loss joins the actor's
         self.trainer = Trainer(config, workdir, init_params=init_params,
                                loss_fn_factory=lambda attention: rl_loss_fn(config, attention, self.critic))
@@ -217,7 +236,7 @@ class RLLearner:
         self.mesh = self.trainer.mesh
         self.batch_multiple = _batch_shards(self.mesh, self.trainer.rules)
         self.rollout = Rollout(config, self.actor, tokenizer)
-        self.reward = Reward(config, reward_manager)
+        self.reward = Reward(config, reward_manager, pairwise=self.pairwise)
         self.prompts = PromptIterator(train_examples, int(self.rl.prompts_per_step), int(config.seed))
         if self.trainer.data_state is not None:
             self.prompts.set_state(self.trainer.data_state)
@@ -282,7 +301,24 @@ class RLLearner:
         rollout = self.sampler.generate(self.rollout_params(), prompts, self.sampling_params(), key,
                                         return_hidden=self.needs_hidden, max_rows=self.rollout_max_rows(prompts))
         rewards, metrics = self.reward.score(examples, rollout.texts, rollout.lengths)
-        return ScoredBatch(rollout, rewards, metrics, list(examples))
+        outcomes = None
+        if self.pairwise:  # every judge call of this batch, planned, then judged in one batch
+            seed = np.asarray(jax.random.key_data(jax.random.fold_in(key, 7))).astype(np.uint32).ravel()
+            rng = np.random.default_rng(seed)
+            plan = self.estimator.plan(len(examples), int(self.rl.group_size), rng)
+            pref, judge_metrics = self.reward.judge_pairs(examples, rollout.texts, plan,
+                                                          seed=int(rng.integers(2 ** 31 - 1)))
+            outcomes = pw.outcomes(plan, pref)
+            rewards = outcomes.rewards
+            metrics = {**metrics, **judge_metrics, **pairwise_metrics(outcomes)}
+        return ScoredBatch(rollout, rewards, metrics, list(examples), outcomes)
+
+    def informative(self, scored: ScoredBatch) -> np.ndarray:
+        """keep[B] of DAPO dynamic sampling: groups whose rewards differ (pairwise: whose non-reference outcomes
+        differ)."""
+        if scored.outcomes is not None:
+            return pw.informative_groups(scored.outcomes)
+        return np.asarray(alg.filter_informative_groups(jnp.asarray(scored.rewards), int(self.rl.group_size)))
 
     def collect(self, key) -> tuple[ScoredBatch, dict]:
         """One rollout batch; with DAPO dynamic sampling, zero-variance groups are replaced from extra batches."""
@@ -290,25 +326,31 @@ class RLLearner:
         b, g = int(rl.prompts_per_step), int(rl.group_size)
         key, sub = jax.random.split(key)
         scored = self.rollout_and_score(next(self.prompts), sub)
-        keep = np.asarray(alg.filter_informative_groups(jnp.asarray(scored.rewards), g))
+        keep = self.informative(scored)
         stats = {"rl/zero_variance_frac": float(1 - keep.mean()), "rl/dynamic_sampling_batches": 1.0}
         if not rl.dynamic_sampling or keep.all():
             return scored, stats
         groups = [(scored, i) for i in np.flatnonzero(keep)]
         dropped = [(scored, i) for i in np.flatnonzero(~keep)]
+        cost = {k: v for k, v in scored.metrics.items() if k.startswith("judge/") and not k.endswith("_frac")}
         for _ in range(int(rl.dynamic_sampling_max_tries)):
             if len(groups) >= b:
                 break
             key, sub = jax.random.split(key)
             extra = self.rollout_and_score(next(self.prompts), sub)
-            extra_keep = np.asarray(alg.filter_informative_groups(jnp.asarray(extra.rewards), g))
+            extra_keep = self.informative(extra)
+            for name, value in extra.metrics.items():  # every refill's judge calls count in the step's cost
+                if name.startswith("judge/") and not name.endswith("_frac"):
+                    cost[name] = value if name.endswith("_total") else cost.get(name, 0.0) + value
             groups += [(extra, i) for i in np.flatnonzero(extra_keep)]
             dropped += [(extra, i) for i in np.flatnonzero(~extra_keep)]
             stats["rl/dynamic_sampling_batches"] += 1
         informative = min(len(groups), b)
         chosen = groups[:b] + dropped[:max(0, b - len(groups))]  # fillers: mask zeroed below, no gradient
         stats["rl/informative_groups"] = float(informative)
-        return self._merge(chosen, informative, g), stats
+        merged = self._merge(chosen, informative, g)
+        merged.metrics = {**merged.metrics, **cost}
+        return merged, stats
 
     @staticmethod
     def _merge(chosen, informative: int, g: int) -> ScoredBatch:
@@ -324,7 +366,9 @@ class RLLearner:
             hidden=rows("hidden") if first.hidden is not None else None)
         rollout.mask[informative * g:] = 0.0
         rewards = np.concatenate([s.rewards[i * g:(i + 1) * g] for s, i in chosen])
-        return ScoredBatch(rollout, rewards, chosen[0][0].metrics, [s.examples[i] for s, i in chosen])
+        pairwise = chosen[0][0].outcomes is not None
+        outcomes = pw.PairOutcomes.take([(s.outcomes, i) for s, i in chosen]) if pairwise else None
+        return ScoredBatch(rollout, rewards, chosen[0][0].metrics, [s.examples[i] for s, i in chosen], outcomes)
 
     def build_batch(self, scored: ScoredBatch) -> tuple[dict, dict]:
         """Arrays for the update: behaviour/reference log-probs, advantages (and the critic's fields)."""
@@ -341,7 +385,8 @@ class RLLearner:
         if self.needs_behaviour_pass():
             old_logp, old_values = self.logprob_pass(self.trainer.params, batch)
             batch["old_logp"] = old_logp
-        rewards = jnp.asarray(scored.rewards)
+        # a pairwise estimator gets the judged pairs where a plain one gets the rewards
+        rewards = scored.outcomes if scored.outcomes is not None else jnp.asarray(scored.rewards)
         if self.reference is not None:
             ref_logp = self.reference.logprobs(batch)
             batch["ref_logp"] = ref_logp

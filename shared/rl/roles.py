@@ -12,7 +12,8 @@ them and never tests an algorithm's name:
              training mesh, read for log-probs.
   Rollout    the sampler and the compute-dtype copy of the actor it decodes from, on the training mesh or a
              resharded one over the same devices (rl.rollout_mesh).
-  Reward     the RewardManager (rl.rewards) with DAPO overlong shaping, and the task's own checker.
+  Reward     the RewardManager (rl.rewards) with DAPO overlong shaping, and the task's own checker; under a pairwise
+             estimator also the pairwise judge of rl.rewards (judge_pairs: the verdicts of a JudgePlan's pairs).
 
 Advantage estimators (ADVANTAGES, rl.advantage) are plain functions fn(rewards, mask, group_size, rl_cfg,
 values=None) -> A[N,T] (no critic), or `Estimator(fn, needs_critic=True)` entries whose fn gets the critic's
@@ -34,6 +35,7 @@ from shared.registry import ADVANTAGES, CRITICS
 from shared.rl import algorithms as alg
 from shared.rl import budget
 from shared.rl.algorithms import Estimate, Estimator
+from shared.rl.pairwise import EXTERNAL
 
 __all__ = ["Actor", "Critic", "Estimate", "Estimator", "Reference", "Reward", "Rollout", "ScalarHeadCritic",
            "build_critic", "estimator", "register_advantage"]
@@ -289,17 +291,27 @@ class Rollout:
 # ------------------------------------------------------------------ reward
 class Reward:
     """The rewards of a rollout: the RewardManager (rl.rewards; "task" = the task's own checker) plus DAPO
-    overlong shaping (rl.overlong_len), and the task's checker for correctness and evaluation. No params."""
+    overlong shaping (rl.overlong_len), and the task's checker for correctness and evaluation. No params.
+
+    pairwise=True (the estimator compares completions in pairs, shared/rl/pairwise.py): rl.rewards must name
+    exactly one pairwise judge (a reward with `judge_pairs`, e.g. model/pairwise_judge), which `judge_pairs` asks;
+    the other rewards are computed and logged but must have weight 0 (the estimator's reward is the judge's
+    verdict), and rl.overlong_len must be 0 (there is no pointwise reward to shape)."""
 
     params = optimizer = mesh = None
 
-    def __init__(self, config, manager):
+    def __init__(self, config, manager, pairwise: bool = False):
         self.rl, self.manager = config.rl, manager
+        self.judge = None
+        if pairwise:
+            self.manager, self.judge = _split_pairwise_judge(manager, config.rl)
 
     def score(self, examples: list[dict], texts: list[str], lengths) -> tuple[np.ndarray, dict]:
         """(rewards [N], metrics) of G completions per example (group-contiguous)."""
         rl = self.rl
         g = int(rl.group_size)
+        if self.manager is None:  # a pairwise judge is the only reward
+            return np.zeros(len(texts), np.float32), {}
         prompts = [e["prompt"] for e in examples for _ in range(g)]
         columns = {k: [e.get(k) for e in examples for _ in range(g)]
                    for k in examples[0] if k not in ("prompt", "completion")}
@@ -309,6 +321,32 @@ class Reward:
             rewards = rewards + np.asarray(alg.overlong_penalty(jnp.asarray(lengths), int(rl.overlong_len),
                                                                 int(rl.overlong_cache), float(rl.overlong_penalty)))
         return rewards, metrics
+
+    def judge_pairs(self, examples: list[dict], texts: list[str], plan, seed: int | None = None
+                    ) -> tuple[np.ndarray, dict]:
+        """(pref int8 [M], judge/* metrics) of the plan's pairs (rows of `texts`; EXTERNAL: the example's
+        reference column, the judge's `reference_column`), in one batched call of the pairwise judge. The judge
+        also gets the examples' other columns per pair (an oracle's gold answer)."""
+        if self.judge is None:
+            raise ValueError("Reward.judge_pairs: no pairwise judge (the estimator is not pairwise)")
+        g = int(self.rl.group_size)
+        column = getattr(self.judge, "reference_column", "reference")
+        first_rows = [int(r) for r in plan.pairs[:, 0]]
+        prompts = [examples[r // g]["prompt"] for r in first_rows]
+        first = [texts[r] for r in first_rows]
+        second = []
+        for r, other in zip(first_rows, plan.pairs[:, 1]):
+            if other != EXTERNAL:
+                second.append(texts[int(other)])
+                continue
+            reference = examples[r // g].get(column)
+            if reference is None:
+                raise ValueError(f"rl.advantage={self.rl.advantage!r} judges each completion against the example's "
+                                 f"{column!r} column, which example {r // g} lacks (columns: {sorted(examples[r // g])})")
+            second.append(reference)
+        columns = {k: [examples[r // g].get(k) for r in first_rows]
+                   for k in examples[0] if k not in ("prompt", "completion")}
+        return self.judge.judge_pairs(prompts, first, second, seed=seed, columns=columns)
 
     def checker(self):
         """The task's own checker (example, text) -> bool."""
@@ -320,3 +358,26 @@ class Reward:
         """bool [N]: the checker on each of n completions per example (n: rl.group_size)."""
         check, n = self.checker(), int(n or self.rl.group_size)
         return np.array([check(examples[i // n], text) for i, text in enumerate(texts)], bool)
+
+
+def _split_pairwise_judge(manager, rl):
+    """(a manager of the pointwise rewards or None, the one pairwise judge) from the manager of rl.rewards."""
+    specs, fns = list(manager.specs), list(manager.fns)
+    judges = [i for i, fn in enumerate(fns) if hasattr(fn, "judge_pairs")]
+    labels = [spec.label for spec in specs]
+    if len(judges) != 1:
+        raise ValueError(f"rl.advantage={rl.advantage!r} compares completions in pairs: rl.rewards must name exactly "
+                         f"one pairwise judge (e.g. model/pairwise_judge); it names {len(judges)} among {labels}")
+    others = [i for i in range(len(fns)) if i != judges[0]]
+    weighted = [labels[i] for i in others if specs[i].weight != 0]
+    if weighted:
+        raise ValueError(f"rl.advantage={rl.advantage!r}: the reward is the judge's verdict; the other rl.rewards "
+                         f"{weighted} are only logged and must have weight 0")
+    if rl.overlong_len:
+        raise ValueError(f"rl.advantage={rl.advantage!r}: rl.overlong_len shapes pointwise rewards, and a pairwise "
+                         "estimator has none; set rl.overlong_len=0")
+    pointwise = None
+    if others:  # the already built functions (a model-backed reward is not built twice)
+        pointwise = type(manager)([{"name": fns[i], "weight": 0.0, "label": labels[i]} for i in others],
+                                  on_error=manager.on_error)
+    return pointwise, fns[judges[0]]

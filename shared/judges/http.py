@@ -1,0 +1,241 @@
+"""An OpenAI-compatible chat endpoint as a judge backend (OpenAI, vLLM, SGLang, llama.cpp server, ...), urllib only.
+
+  ChatClient   POSTs /chat/completions: at most `concurrency` requests in flight (a batch runs in a thread pool of
+               that size), `retries` extra attempts on timeouts, connection errors and HTTP 408/409/425/429/5xx with
+               exponential backoff (backoff * 2^k seconds, capped at max_backoff; a Retry-After header is obeyed up
+               to max_backoff), a per-request `timeout`; other HTTP errors (400, 401, 404: retrying cannot help)
+               fail at once. Counters: requests, retries, failures, prompt_tokens / completion_tokens (from the
+               replies' usage), max_in_flight.
+  HTTPJudge    a GenerativeJudge on a ChatClient: the template's judge prompt per pair, the reply parsed
+               (shared/judges/verdict.py). on_error: a request that fails after its retries raises JudgeError
+               ("raise", the default) or becomes a tie with Verdict.error set, counted in `errors` ("tie").
+The API key is read from the environment variable `api_key_env` at request time (never stored; no header when it
+is unset, as local servers expect).
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import http.client
+import json
+import math
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Sequence
+
+from shared.judges.generative import GENERATIVE_TEMPLATE, GenerativeJudge
+from shared.judges.verdict import JudgeError, Verdict, sign
+
+RETRY_HTTP_CODES = (408, 409, 425, 429, 500, 502, 503, 504)
+ON_ERROR_POLICIES = ("raise", "tie")
+
+
+class ChatClient:
+    """See the module docstring. base_url / model: arguments, else the environment variables base_url_env /
+    model_env."""
+
+    def __init__(self, base_url: str | None = None, model: str | None = None, *, api_key_env: str = "OPENAI_API_KEY",
+                 base_url_env: str = "JUDGE_BASE_URL", model_env: str = "JUDGE_MODEL", timeout: float = 60.0,
+                 retries: int = 3, backoff: float = 1.0, max_backoff: float = 30.0, concurrency: int = 8,
+                 extra_body: dict | None = None, owner: str = "ChatClient"):
+        self.base_url = base_url or os.environ.get(base_url_env, "")
+        self.model = model or os.environ.get(model_env, "")
+        if not self.base_url:
+            raise ValueError(f"{owner}: no base_url given and ${base_url_env} is unset (e.g. http://127.0.0.1:8000/v1)")
+        if not self.model:
+            raise ValueError(f"{owner}: no model given and ${model_env} is unset")
+        self.url = self.base_url.rstrip("/") + "/chat/completions"
+        self.api_key_env = api_key_env
+        self.timeout, self.retries = float(timeout), int(retries)
+        self.backoff, self.max_backoff = float(backoff), float(max_backoff)
+        self.concurrency = max(1, int(concurrency))
+        self.extra_body = dict(extra_body or {})
+        self.stats: collections.Counter = collections.Counter()
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._slots = threading.BoundedSemaphore(self.concurrency)
+
+    def chat(self, messages: list[dict], **params) -> dict:
+        """One chat completion (the parsed JSON reply), with retries; JudgeError when it fails."""
+        payload = {"model": self.model, "messages": messages, **params, **self.extra_body}
+        return self._post(payload)
+
+    def chat_many(self, conversations: Sequence[list[dict]], *, raise_errors: bool = True, **params) -> list:
+        """Replies for many conversations, at most `concurrency` in flight, in order. raise_errors=False puts
+        the JudgeError of a failed conversation in its place instead of raising the first one."""
+        def one(messages):
+            try:
+                return self.chat(messages, **params)
+            except JudgeError as e:
+                if raise_errors:
+                    raise
+                return e
+
+        if len(conversations) <= 1:
+            return [one(c) for c in conversations]
+        with concurrent.futures.ThreadPoolExecutor(min(self.concurrency, len(conversations))) as pool:
+            return list(pool.map(one, conversations))
+
+    def cost(self) -> dict:
+        with self._lock:
+            return dict(self.stats)
+
+    def _count(self, **amounts) -> None:
+        with self._lock:
+            for key, value in amounts.items():
+                self.stats[key] += value
+
+    def _post(self, payload: dict) -> dict:
+        data = json.dumps(payload).encode("utf-8")
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        last_error, wait = "", 0.0
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(wait or min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+                self._count(retries=1)
+            wait = 0.0
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            with self._slots:  # the concurrency limit holds for any caller, pooled or not
+                with self._lock:
+                    self._in_flight += 1
+                    self.stats["max_in_flight"] = max(self.stats["max_in_flight"], self._in_flight)
+                    self.stats["requests"] += 1
+                try:
+                    with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                        reply = json.loads(response.read().decode("utf-8"))
+                    usage = reply.get("usage") if isinstance(reply, dict) else None
+                    if isinstance(usage, dict):
+                        self._count(prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                                    completion_tokens=int(usage.get("completion_tokens") or 0))
+                    return reply
+                except urllib.error.HTTPError as e:
+                    body = e.read()[:200].decode("utf-8", "replace")
+                    if e.code not in RETRY_HTTP_CODES:  # bad request / auth / unknown model: retrying cannot help
+                        self._count(failures=1)
+                        raise JudgeError(f"{self.url}: HTTP {e.code}: {body}") from None
+                    last_error = f"HTTP {e.code}: {body}"
+                    wait = _retry_after(e.headers, self.max_backoff)
+                except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException, ValueError) as e:
+                    # timeouts, refused / reset connections, truncated bodies, replies that are not JSON
+                    last_error = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
+                finally:
+                    with self._lock:
+                        self._in_flight -= 1
+        self._count(failures=1)
+        raise JudgeError(f"{self.url}: no answer after {self.retries + 1} attempts (last: {last_error})")
+
+
+def _retry_after(headers, cap: float) -> float:
+    try:
+        value = float(headers.get("Retry-After")) if headers is not None and headers.get("Retry-After") else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+    return min(max(value, 0.0), cap) if math.isfinite(value) else 0.0
+
+
+def reply_text(reply: Any, url: str) -> tuple[str, dict]:
+    """(content, the first choice) of a chat completion; JudgeError for anything else."""
+    try:
+        choice = reply["choices"][0]
+        return choice["message"].get("content") or "", choice
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise JudgeError(f"{url}: not a chat completion: {json.dumps(reply)[:200]}") from None
+
+
+def probability_from_logprobs(logprobs: Any) -> float | None:
+    """P(A) / (P(A) + P(B)) from the top logprobs at the first generated token that is A or B."""
+    try:
+        content = logprobs["content"]
+    except (KeyError, TypeError):
+        return None
+    for position in content or []:
+        if position.get("token", "").strip().upper() not in ("A", "B"):
+            continue
+        mass = {"A": 0.0, "B": 0.0}
+        for alternative in position.get("top_logprobs") or [position]:
+            token = alternative.get("token", "").strip().upper()
+            if token in mass:
+                mass[token] += math.exp(alternative.get("logprob", -math.inf))
+        total = mass["A"] + mass["B"]
+        return mass["A"] / total if total > 0 else None
+    return None
+
+
+class HTTPJudge(GenerativeJudge):
+    """A judge behind an OpenAI-compatible endpoint (see the module docstring). template: the user message with
+    {prompt}, {a}, {b} (default: principles, critique, then a 10-point score split); parser: "auto" (json, scores,
+    tags), "letter", format names or a callable; logprobs: ask for the first token's top logprobs and take
+    P(A) / (P(A) + P(B)) as the verdict's probability when the reply starts with A or B. client: a ChatClient to
+    share (its options then come from it), else one is built from the remaining keyword arguments. send_seed: with
+    temperature > 0, send each call's seed (servers that honour it sample reproducibly)."""
+
+    def __init__(self, base_url: str | None = None, model: str | None = None, *, template: str = GENERATIVE_TEMPLATE,
+                 system_prompt: str | None = None, temperature: float = 0.0, max_tokens: int = 1024,
+                 logprobs: bool = False, on_error: str = "raise", on_malformed: str = "tie", parser="auto",
+                 total: float | None = None, client: ChatClient | None = None, malformed_message: str | None = None,
+                 send_seed: bool = True, **client_options):
+        super().__init__(on_malformed=on_malformed, parser=parser, total=total)
+        owner = client_options.pop("owner", type(self).__name__)
+        self.client = client or ChatClient(base_url, model, owner=owner, **client_options)
+        for field in ("{prompt}", "{a}", "{b}"):
+            if field not in template:
+                raise ValueError(f"{owner}: template lacks the field {field}")
+        if on_error not in ON_ERROR_POLICIES:
+            raise ValueError(f"{owner}: on_error={on_error!r}, expected one of {ON_ERROR_POLICIES}")
+        self.template, self.system_prompt = template, system_prompt
+        self.temperature, self.max_tokens = float(temperature), int(max_tokens)
+        self.logprobs, self.on_error = bool(logprobs), on_error
+        self.malformed_message, self.send_seed = malformed_message, bool(send_seed)
+
+    @property
+    def url(self) -> str:
+        return self.client.url
+
+    def messages(self, prompt: str, a: str, b: str) -> list[dict]:
+        messages = [] if self.system_prompt is None else [{"role": "system", "content": self.system_prompt}]
+        messages.append({"role": "user", "content": self.template.format(prompt=prompt, a=a, b=b)})
+        return messages
+
+    def cost(self) -> dict:
+        out = super().cost()
+        for key, value in self.client.cost().items():
+            out[key] = max(out.get(key, 0), value) if key == "max_in_flight" else out.get(key, 0) + value
+        return out
+
+    def _compare(self, prompts, a, b, seed, columns):
+        params = {"temperature": self.temperature, "max_tokens": self.max_tokens}
+        if self.logprobs:
+            params.update(logprobs=True, top_logprobs=10)
+        if self.temperature > 0 and self.send_seed:
+            params["seed"] = int(seed) % 2 ** 31  # servers that honour it (vLLM, OpenAI) make sampling reproducible
+        replies = self.client.chat_many([self.messages(p, x, y) for p, x, y in zip(prompts, a, b)],
+                                        raise_errors=self.on_error == "raise", **params)
+        self.count(calls=len(prompts))
+        verdicts = []
+        for reply in replies:
+            if isinstance(reply, JudgeError):
+                self.count(errors=1)
+                verdicts.append(Verdict(0, error=str(reply)))
+                continue
+            verdicts.append(self._verdict(reply))
+        return verdicts
+
+    def _verdict(self, reply) -> Verdict:
+        try:
+            text, choice = reply_text(reply, self.url)
+        except JudgeError as e:
+            if self.on_error == "raise":
+                raise
+            self.count(errors=1)
+            return Verdict(0, error=str(e))
+        if self.logprobs:
+            p = probability_from_logprobs(choice.get("logprobs"))
+            if p is not None:
+                return Verdict(sign(p - 0.5), raw=text, prob=p)
+        return self.read(text, what=self.url, message=self.malformed_message)
