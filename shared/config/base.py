@@ -46,6 +46,30 @@ def model_config() -> ml_collections.ConfigDict:
     return m
 
 
+def reward_combine_options() -> ml_collections.ConfigDict:
+    """config.rl.reward_combine_options: the options of the reward combiners (shared/rewards/combine.py; spec
+    ../shared/papers/medical_multiobjective.md A.3-A.4, whose [R] forms are switches here, defaults first)."""
+    c = ml_collections.ConfigDict()
+    c.scalarize = "sum_then_normalize"  # R = sum_k w_k r~_k | normalize_then_sum: R = sum_k w_k groupnorm(r~_k)
+                                     # (per-term GRPO advantages; with rl.advantage=drgrpo then A = R exactly)
+    c.clip = 5.0                     # zscore / ref_frozen zscore: r~ = clip((r - mu) / (sigma + eps), -clip, clip)
+    c.eps = 1e-6
+    c.ref_norm = "zscore"            # ref_frozen: zscore | quantile (r~ = 2 F_ref(r) - 1, F_ref the reference CDF)
+    c.group_by = ""                  # ref_frozen: an example column whose values get statistics of their own
+                                     # ("" = one set; unseen values use the overall set)
+    c.normalize = "ref_frozen"       # trifactor: the terms it weighs: ref_frozen | zscore | none
+    c.temperature = 1.0              # trifactor weakness W = softmax(-s / temperature), s = EMA of term means
+    c.ema = 0.9                      # trifactor: momentum of s
+    c.weight_ema = 0.9               # trifactor: w <- weight_ema * w_prev + (1 - weight_ema) * w_target
+    c.w_min = 0.05                   # trifactor: floor of each weight (weights sum to 1)
+    c.risk = []                      # trifactor: [(label, kappa)], kappa = 2 for safety-critical terms (else 1)
+    c.risk_gate = []                 # trifactor: [(label, kappa_gate, rate)]: x kappa_gate while the term's violation
+                                     # rate (share of raw scores < violation_below) in the batch exceeds rate
+    c.violation_below = 0.0
+    c.factors = "weakness,risk,redundancy"  # trifactor factors in use (drop one for the ablation arms)
+    return c
+
+
 def rl_config() -> ml_collections.ConfigDict:
     """config.rl: the RL algorithm knobs (shared/rl/algorithms.py) and the learner's (shared/rl/learner.py)."""
     c = ml_collections.ConfigDict()
@@ -85,6 +109,13 @@ def rl_config() -> ml_collections.ConfigDict:
     c.reward_errors = "raise"        # a reward function that raises (or returns NaN/inf): "raise" stops the run
                                      # naming the function and example; "zero" scores it 0 and counts it in
                                      # reward/<label>/errors
+    c.reward_combine = "sum"         # REWARD_COMBINERS name (shared/rewards/combine.py): how the rl.rewards terms make
+                                     # one reward: sum (weighted) | zscore (per batch) | ref_frozen (statistics of the
+                                     # initial policy's rollouts, frozen) | trifactor (dynamic weights)
+    c.reward_combine_options = reward_combine_options()
+    c.reward_calibration_prompts = 512  # ref_frozen / trifactor: prompts of the calibration rollout of the initial
+                                     # policy before the first RL step (drawn from the training prompts)
+    c.reward_calibration_samples = 8  # samples per calibration prompt (0 = rl.group_size)
     c.prompts_per_step = 16          # B: prompts per rollout batch
     c.group_size = 8                 # G: samples per prompt
     c.num_iterations = 1             # passes over each rollout batch (mu in GRPO)

@@ -2,12 +2,16 @@
 
 One RL step:
   1. sample G completions for each of B prompts with the current policy (shared/model/sampler.py);
-  2. score them with the configured rewards (shared/rewards; "task" = the task's own checker), optionally add
-     DAPO overlong shaping, and with dynamic sampling drop (and refill) groups whose rewards are all equal;
+  2. score them with the configured rewards (shared/rewards; "task" = the task's own checker; the terms combined
+     by REWARD_COMBINERS[config.rl.reward_combine]), optionally add DAPO overlong shaping, and with dynamic
+     sampling drop (and refill) groups whose rewards are all equal;
   3. behaviour log-probs (and reference log-probs / the critic's values when needed) from one forward each;
   4. advantages (and the critic's value targets) from the estimator ADVANTAGES[config.rl.advantage];
   5. `num_iterations` passes of `mini_batches` optimizer steps, each the Trainer's jitted, donated step with the
      policy loss POLICY_LOSSES[config.rl.policy_loss] (+ KL, entropy and the critic's terms) as its loss_fn.
+A reward combiner with reference statistics (ref_frozen, trifactor) is calibrated once, before the first step, on
+the initial policy's completions of rl.reward_calibration_prompts training prompts; its state (frozen statistics,
+dynamic weights) is saved in every checkpoint's data_state with the prompt iterator's position.
 RL hooks (`RLHook` subclasses named in train.hooks) run between 2 and 3: they see the scored rollout (with the
 pooled response hidden states when they ask for them), may add to its rewards, and may hold the policy still
 for a step (rollout and rewards only, e.g. to warm up a separate head).
@@ -46,12 +50,16 @@ from jax.sharding import Mesh
 from shared import sharding as sh
 from shared.checkpoint import install_preemption_handler
 from shared.metrics import ProgressBar, latest_values
-from shared.registry import POLICY_LOSSES
 from shared.rl import algorithms as alg
 from shared.rl import budget
+from shared.registry import POLICY_LOSSES
 from shared.rl.roles import Actor, Critic, Reference, Reward, Rollout, build_critic, estimator
 from shared.model.sampler import SamplingParams, completion_logits
 from shared.train.trainer import Hook, send_test_signal
+
+
+# what a run logs at step 0, before its first RL step: evaluations and the reward calibration
+START_METRICS = ("_before", "_calibration", "/ref_mean", "/ref_std", "perf/reward_calibration_s")
 
 
 def _batch_shards(mesh, rules) -> int:
@@ -195,6 +203,26 @@ class ScoredBatch:
     examples: list[dict]         # one per prompt
 
 
+class LoopState:
+    """A checkpoint's data_state: the prompt iterator's position and, when it has one, the reward combiner's state
+    (frozen reference statistics, dynamic weights) under "reward_combine"."""
+
+    def __init__(self, prompts: PromptIterator, reward: Reward):
+        self.prompts, self.reward = prompts, reward
+
+    def get_state(self) -> dict:
+        state = self.prompts.get_state()
+        combine = self.reward.manager.get_state() if hasattr(self.reward.manager, "get_state") else None
+        if combine:
+            state["reward_combine"] = combine
+        return state
+
+    def set_state(self, state: dict) -> None:
+        self.prompts.set_state(state)
+        if state.get("reward_combine") and hasattr(self.reward.manager, "set_state"):
+            self.reward.manager.set_state(state["reward_combine"])
+
+
 class RLLearner:
     """The RL loop over its roles (shared/rl/roles.py): actor, critic (None unless the estimator needs one),
     reference (None unless rl.kl_coef > 0), rollout, reward."""
@@ -219,8 +247,9 @@ class RLLearner:
         self.rollout = Rollout(config, self.actor, tokenizer)
         self.reward = Reward(config, reward_manager)
         self.prompts = PromptIterator(train_examples, int(self.rl.prompts_per_step), int(config.seed))
+        self.loop_state = LoopState(self.prompts, self.reward)
         if self.trainer.data_state is not None:
-            self.prompts.set_state(self.trainer.data_state)
+            self.loop_state.set_state(self.trainer.data_state)
         # The checkpoint's step is the RL step (optimizer steps lag it when RL hooks hold the policy still).
         self.start_step = self.trainer.restored_step or 0
         self.rl_hooks = [h for h in self.trainer.hooks if isinstance(h, RLHook)]
@@ -416,6 +445,26 @@ class RLLearner:
                     self.trainer.state, last = step(self.trainer.state, self.to_global(mini))
         return {k: float(v) for k, v in jax.device_get(last).items()}
 
+    def calibrate_rewards(self) -> dict:
+        """The reward combiner's reference statistics, frozen from the initial (reference) policy's completions:
+        rl.reward_calibration_samples (0: rl.group_size) samples of rl.reward_calibration_prompts training prompts
+        (a fixed draw of the seed), sampled as the rollouts are."""
+        rl = self.rl
+        examples = self.prompts.examples
+        n = min(int(rl.reward_calibration_prompts), len(examples))
+        samples = int(rl.reward_calibration_samples) or int(rl.group_size)
+        picked = np.random.default_rng([int(self.config.seed), 17]).choice(len(examples), n, replace=False)
+        chosen = [examples[i] for i in sorted(picked)]
+        prompts = self.encode_prompts(chosen)
+        start = time.perf_counter()
+        rollout = self.sampler.generate(self.rollout_params(), prompts, self.sampling_params(n=samples),
+                                        jax.random.fold_in(self.rng, 0), max_rows=self.rollout_max_rows(prompts))
+        metrics = self.reward.calibrate(chosen, rollout.texts, samples)
+        metrics["perf/reward_calibration_s"] = time.perf_counter() - start
+        print(f"[rl] reward calibration ({self.rl.reward_combine}): {n} prompts x {samples} samples of the initial "
+              "policy; statistics frozen", flush=True)
+        return metrics
+
     # ------------------------------------------------------------------ evaluation
     def evaluate(self) -> dict:
         """Greedy accuracy on every eval set (test, ood); pass@k and avg@n on test with rl.eval_samples samples."""
@@ -445,7 +494,7 @@ class RLLearner:
         progress = ProgressBar(steps, self.start_step, enabled=self.trainer.is_main and cfg.train.progress)
         before, last, evals = {}, {}, {}
         if self.start_step:  # resumed: the summary keeps what the run logged before (evals before RL included)
-            before = latest_values(self.workdir, 0, lambda k: k.endswith("_before"))
+            before = latest_values(self.workdir, 0, lambda k: k.endswith(START_METRICS))
             last = latest_values(self.workdir, self.start_step, lambda k: not k.startswith("eval/"))
             evals = latest_values(self.workdir, self.start_step,
                                   lambda k: k.startswith("eval/") and not k.endswith("_before"))
@@ -453,6 +502,14 @@ class RLLearner:
             before = {f"{k}_before": v for k, v in self.evaluate().items()}
             writer.write(0, before)
             print(f"[rl] before RL: {before}", flush=True)
+        if self.reward.needs_calibration:
+            if self.start_step:
+                raise RuntimeError(f"rl.reward_combine={self.rl.reward_combine!r}: the checkpoint of step "
+                                   f"{self.start_step} holds no reference statistics, and calibrating on the "
+                                   "trained policy would not give the reference's")
+            calibration = self.calibrate_rewards()
+            writer.write(0, calibration)
+            before.update(calibration)
         started = {}
         for hook in self.rl_hooks:
             started.update(hook.on_fit_start(self))
@@ -520,9 +577,9 @@ class RLLearner:
                 writer.write(step, evals)
                 print(f"[rl] step {step}: {evals}", flush=True)
             if step % cfg.train.checkpoint_every == 0 or step == steps:
-                self.trainer.save(step, self.prompts)
+                self.trainer.save(step, self.loop_state)
             if preempted.agreed():
-                self.trainer.save(step, self.prompts, force=True)
+                self.trainer.save(step, self.loop_state, force=True)
                 return last, evals, step
             if cfg.train.kill_at_step and step == cfg.train.kill_at_step:
                 writer.flush()

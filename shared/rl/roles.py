@@ -288,21 +288,41 @@ class Rollout:
 
 # ------------------------------------------------------------------ reward
 class Reward:
-    """The rewards of a rollout: the RewardManager (rl.rewards; "task" = the task's own checker) plus DAPO
-    overlong shaping (rl.overlong_len), and the task's checker for correctness and evaluation. No params."""
+    """The rewards of a rollout: the RewardManager (rl.rewards; "task" = the task's own checker; its terms combined
+    by REWARD_COMBINERS[rl.reward_combine]) plus DAPO overlong shaping (rl.overlong_len), and the task's checker for
+    correctness and evaluation. No params."""
 
     params = optimizer = mesh = None
 
     def __init__(self, config, manager):
         self.rl, self.manager = config.rl, manager
+        wanted, got = str(self.rl.get("reward_combine", "sum")), getattr(manager, "combine_name", "sum")
+        if wanted != got:
+            raise ValueError(f"rl.reward_combine={wanted!r} but the RewardManager combines with {got!r}: build it "
+                             "with shared.rl.task.reward_manager(config)")
+        if getattr(manager, "group_size", 0) is None:
+            manager.group_size = int(self.rl.group_size)
+
+    @property
+    def needs_calibration(self) -> bool:
+        return bool(getattr(self.manager, "needs_calibration", False))
+
+    @staticmethod
+    def _columns(examples: list[dict], n: int) -> tuple[list[str], dict]:
+        prompts = [e["prompt"] for e in examples for _ in range(n)]
+        columns = {k: [e.get(k) for e in examples for _ in range(n)]
+                   for k in examples[0] if k not in ("prompt", "completion")}
+        return prompts, columns
+
+    def calibrate(self, examples: list[dict], texts: list[str], n: int) -> dict:
+        """Freezes the combiner's reference statistics on n completions per example of the reference policy."""
+        prompts, columns = self._columns(examples, n)
+        return self.manager.calibrate(prompts, texts, **columns)
 
     def score(self, examples: list[dict], texts: list[str], lengths) -> tuple[np.ndarray, dict]:
         """(rewards [N], metrics) of G completions per example (group-contiguous)."""
         rl = self.rl
-        g = int(rl.group_size)
-        prompts = [e["prompt"] for e in examples for _ in range(g)]
-        columns = {k: [e.get(k) for e in examples for _ in range(g)]
-                   for k in examples[0] if k not in ("prompt", "completion")}
+        prompts, columns = self._columns(examples, int(rl.group_size))
         rewards, metrics = self.manager(prompts, texts, **columns)
         rewards = np.asarray(rewards, np.float32)
         if rl.overlong_len:
