@@ -2,4 +2,5 @@
 are the example sets of shared/data/examples.py; the task rewards are in shared/rewards/task.py)."""
 from shared.rl import algorithms  # noqa: F401  (ADVANTAGES, POLICY_LOSSES)
 from shared.rl import roles  # noqa: F401  (CRITICS "scalar_head")
+from shared.rl import etr  # noqa: F401  (POLICY_LOSSES "etr", "eps-matched")
 from shared.rl import task  # noqa: F401  (TASKS "rl")

@@ -6,7 +6,9 @@ One RL step:
      by REWARD_COMBINERS[config.rl.reward_combine]), optionally add DAPO overlong shaping, and with dynamic
      sampling drop (and refill) groups whose rewards are all equal;
   3. behaviour log-probs (and reference log-probs / the critic's values when needed) from one forward each;
-  4. advantages (and the critic's value targets) from the estimator ADVANTAGES[config.rl.advantage];
+  4. advantages (and the critic's value targets) from the estimator ADVANTAGES[config.rl.advantage], then the
+     policy loss's own per-rollout inputs when it has a `prepare` (a shared.rl.roles.PolicyLoss: e.g. ETR's
+     per-token clip widths), added to the update batch;
   5. `num_iterations` passes of `mini_batches` optimizer steps, each the Trainer's jitted, donated step with the
      policy loss POLICY_LOSSES[config.rl.policy_loss] (+ KL, entropy and the critic's terms) as its loss_fn.
 A reward combiner with reference statistics (ref_frozen, trifactor) is calibrated once, before the first step, on
@@ -52,8 +54,8 @@ from shared.checkpoint import install_preemption_handler
 from shared.metrics import ProgressBar, latest_values
 from shared.rl import algorithms as alg
 from shared.rl import budget
-from shared.registry import POLICY_LOSSES
-from shared.rl.roles import Actor, Critic, Reference, Reward, Rollout, build_critic, estimator
+from shared.rl.roles import (Actor, Critic, LossContext, Reference, Reward, Rollout, build_critic, estimator,
+                             policy_loss as policy_loss_entry)
 from shared.model.sampler import SamplingParams, completion_logits
 from shared.train.trainer import Hook, send_test_signal
 
@@ -139,7 +141,7 @@ def policy_outputs(graphdef, params, batch, attention: str, critic: Critic | Non
 def rl_loss_fn(config, attention: str, critic: Critic | None = None):
     """The Trainer loss_fn of an RL update: policy loss (+ KL in the loss, - entropy bonus, + the critic's loss)."""
     rl = config.rl
-    policy_loss = POLICY_LOSSES.get(rl.policy_loss)
+    policy_loss = policy_loss_entry(rl.policy_loss)
 
     def loss_fn(graphdef, params, batch, rng):
         del rng
@@ -148,8 +150,9 @@ def rl_loss_fn(config, attention: str, critic: Critic | None = None):
         # no behaviour pass (on-policy single update, see RLLearner.needs_behaviour_pass): the policy before this
         # optimizer step is the behaviour policy, so its log-probs are this forward's, held constant
         old_logp = batch["old_logp"] if "old_logp" in batch else jax.lax.stop_gradient(logp)
-        loss, metrics = policy_loss(logp, old_logp, batch["advantages"], mask, rl,
-                                    logp_ref=batch.get("ref_logp"))
+        fields = {name: batch[name] for name in policy_loss.fields}   # from its prepare (build_batch)
+        loss, metrics = policy_loss.fn(logp, old_logp, batch["advantages"], mask, rl,
+                                       logp_ref=batch.get("ref_logp"), **fields)
         metrics = dict(metrics)
         metrics["entropy"] = alg.masked_mean(entropy, mask)
         if rl.entropy_coef:
@@ -236,6 +239,7 @@ class RLLearner:
         self.eval_sets = eval_sets
         self.updates_per_step = int(self.rl.num_iterations) * int(self.rl.mini_batches)
         self.estimator = estimator(str(self.rl.advantage))
+        self.policy_loss = policy_loss_entry(str(self.rl.policy_loss))
         self.critic = build_critic(config, self.estimator)   # before the Trainer: its loss joins the actor's
         self.trainer = Trainer(config, workdir, init_params=init_params,
                                loss_fn_factory=lambda attention: rl_loss_fn(config, attention, self.critic))
@@ -260,6 +264,7 @@ class RLLearner:
         self._behaviour = jax.jit(lambda params, batch: policy_outputs(graphdef, params, batch, attention,
                                                                        critic)[::2])
         self.rng = jax.random.fold_in(jax.random.key(config.seed), 1)
+        self.step: int | None = None   # the RL step being run (None outside the loop)
         # the rollout copy of the weights is dropped before the update (build_batch), so it is not budgeted here
         self.micro_batch_tokens = budget.micro_batch_tokens(config, _bytes_per_device(self.trainer.params))
 
@@ -355,8 +360,10 @@ class RLLearner:
         rewards = np.concatenate([s.rewards[i * g:(i + 1) * g] for s, i in chosen])
         return ScoredBatch(rollout, rewards, chosen[0][0].metrics, [s.examples[i] for s, i in chosen])
 
-    def build_batch(self, scored: ScoredBatch) -> tuple[dict, dict]:
-        """Arrays for the update: behaviour/reference log-probs, advantages (and the critic's fields)."""
+    def build_batch(self, scored: ScoredBatch, step: int | None = None) -> tuple[dict, dict]:
+        """Arrays for the update: behaviour/reference log-probs, advantages (and the critic's fields, the policy
+        loss's fields); and the step's metrics of building it (timings, the policy loss's prepare metrics).
+        step: the RL step its policy loss's prepare sees (default: the loop's current step)."""
         rl, r = self.rl, scored.rollout
         self.rollout.drop()   # the rollout's weight copy: its memory goes to the update
         mask = r.mask.copy()
@@ -383,6 +390,17 @@ class RLLearner:
         if self.critic is not None:
             batch.update(self.critic.targets(old_values, estimate))
         batch["advantages"] = np.asarray(estimate.advantages, np.float32)
+        if self.policy_loss.prepare is not None:
+            context = LossContext(rewards=np.asarray(scored.rewards, np.float32), advantages=batch["advantages"],
+                                  mask=batch["mask"], group_size=int(rl.group_size), rl_cfg=rl,
+                                  step=self.step if step is None else step,
+                                  workdir=self.workdir)
+            fields, prepared = self.policy_loss.prepare(context)
+            missing = sorted(set(self.policy_loss.fields) - set(fields))
+            if missing:
+                raise ValueError(f"policy loss {rl.policy_loss!r}: its prepare gave no {missing}")
+            batch.update({name: np.asarray(v) for name, v in fields.items()})
+            times.update(prepared)
         return batch, times
 
     def needs_behaviour_pass(self) -> bool:
@@ -546,6 +564,7 @@ class RLLearner:
         last, evals = {}, {}
         for step in range(self.start_step + 1, steps + 1):
             key = jax.random.fold_in(self.rng, step)
+            self.step = step
             t0 = time.perf_counter()
             scored, stats = self.collect(jax.random.fold_in(key, 0))
             task_rewards = scored.rewards.copy()

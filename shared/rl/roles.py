@@ -19,10 +19,18 @@ values=None) -> A[N,T] (no critic), or `Estimator(fn, needs_critic=True)` entrie
 values[N,T] and returns `Estimate(advantages, returns)`. A project registers either with
 `@register_advantage("p/name", needs_critic=...)`, and its own critic class with `@CRITICS.register("p/name")`
 (a `Critic` subclass), without touching shared/.
+
+Policy losses (POLICY_LOSSES, rl.policy_loss) are plain functions fn(logp, logp_old, A, mask, rl_cfg, *,
+logp_ref=None, **fields) -> (loss, metrics), or `PolicyLoss(fn, prepare, fields)` entries whose per-rollout inputs
+are computed once per RL step, on the host, after the advantages: prepare(LossContext) -> (fields, metrics), the
+fields ({name: array [N, ...]}, e.g. per-token clip widths) join the update batch, are split into mini-batches with
+its rows and reach fn as keyword arguments; the metrics join the step's row (e.g. ETR's widths, shared/rl/etr.py).
+A project registers one with `@register_policy_loss("p/name", prepare=..., fields=(...))`.
 """
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -30,13 +38,14 @@ import numpy as np
 from jax.sharding import Mesh
 
 from shared import sharding as sh
-from shared.registry import ADVANTAGES, CRITICS
+from shared.registry import ADVANTAGES, CRITICS, POLICY_LOSSES
 from shared.rl import algorithms as alg
 from shared.rl import budget
 from shared.rl.algorithms import Estimate, Estimator
 
-__all__ = ["Actor", "Critic", "Estimate", "Estimator", "Reference", "Reward", "Rollout", "ScalarHeadCritic",
-           "build_critic", "estimator", "register_advantage"]
+__all__ = ["Actor", "Critic", "Estimate", "Estimator", "LossContext", "PolicyLoss", "Reference", "Reward", "Rollout",
+           "ScalarHeadCritic", "build_critic", "estimator", "policy_loss", "register_advantage",
+           "register_policy_loss"]
 
 
 # ------------------------------------------------------------------ advantage estimators
@@ -52,6 +61,50 @@ def register_advantage(name: str, *, needs_critic: bool = False, override: bool 
 
     def add(fn):
         ADVANTAGES.register(name, Estimator(fn, needs_critic=needs_critic), override=override)
+        return fn
+
+    return add
+
+
+# ------------------------------------------------------------------ policy losses
+@dataclasses.dataclass(frozen=True)
+class LossContext:
+    """What a policy loss's `prepare` sees of one RL step (host arrays)."""
+    rewards: np.ndarray        # [N] the step's rewards (combined, shaped, after RL hooks), groups contiguous
+    advantages: np.ndarray     # [N,T] the estimator's advantages
+    mask: np.ndarray           # [N,T] the loss mask
+    group_size: int
+    rl_cfg: Any                # config.rl
+    step: int | None = None    # the RL step (1-based; None outside the loop)
+    workdir: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyLoss:
+    """A POLICY_LOSSES entry with per-rollout inputs of its own: `prepare(ctx: LossContext) -> (fields, metrics)`
+    once per RL step; `fields` names the batch entries (arrays [N, ...]) passed to fn as keyword arguments. Called
+    like a plain entry, it is fn (give it the fields yourself)."""
+    fn: Callable[..., Any]
+    prepare: Callable[[LossContext], tuple[dict, dict]] | None = None
+    fields: tuple[str, ...] = ()
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+def policy_loss(name: str) -> PolicyLoss:
+    """POLICY_LOSSES[name] as a PolicyLoss (a plain function is one without fields)."""
+    entry = POLICY_LOSSES.get(name)
+    return entry if isinstance(entry, PolicyLoss) else PolicyLoss(entry)
+
+
+def register_policy_loss(name: str, *, prepare: Callable | None = None, fields: tuple[str, ...] = (),
+                         override: bool = False) -> Callable:
+    """Decorator: registers fn(logp, logp_old, A, mask, rl_cfg, *, logp_ref=None, **fields) under
+    POLICY_LOSSES[name] with its `prepare`; returns fn."""
+
+    def add(fn):
+        POLICY_LOSSES.register(name, PolicyLoss(fn, prepare, tuple(fields)), override=override)
         return fn
 
     return add
