@@ -141,8 +141,9 @@ DATASETS = Registry("dataset")      # named text sources: stdlib, files, jsonl, 
 TOKENIZERS = Registry("tokenizer")  # byte, sentencepiece, hf
 ADVANTAGES = Registry("advantage")  # grpo, rloo, ... (shared/rl): plain functions or Estimators (shared/rl/roles.py)
 CRITICS = Registry("critic")        # RL critic roles for estimators that need values: scalar_head (shared/rl/roles.py)
-POLICY_LOSSES = Registry("policy_loss")
+POLICY_LOSSES = Registry("policy_loss")  # ppo-clip, gspo, gmpo, etr, ... (shared/rl): functions or PolicyLoss entries
 REWARDS = Registry("reward")
+REWARD_COMBINERS = Registry("reward_combine")  # how reward terms become one reward: sum, zscore, ref_frozen, trifactor
 HOOKS = Registry("hook")            # trainer hooks (on_step, on_eval, on_save) projects switch on by name
 LOSS_HOOKS = Registry("loss_hook")  # reward-model penalty terms with their own parameters (shared/rm; rm.loss_hooks)
 T_SAMPLERS = Registry("t_sampler")  # masked diffusion: mask-rate samplers (shared/diffusion)
@@ -150,8 +151,8 @@ MASK_SAMPLERS = Registry("mask_sampler")  # masked diffusion: mask-pattern sampl
 
 ALL_REGISTRIES: dict[str, Registry] = {
     r.kind: r for r in (BLOCKS, NORMS, HEADS, LOSSES, OPTIMIZERS, SCHEDULES, TASKS, DATASETS,
-                        TOKENIZERS, ADVANTAGES, CRITICS, POLICY_LOSSES, REWARDS, HOOKS, LOSS_HOOKS, T_SAMPLERS,
-                        MASK_SAMPLERS)
+                        TOKENIZERS, ADVANTAGES, CRITICS, POLICY_LOSSES, REWARDS, REWARD_COMBINERS, HOOKS, LOSS_HOOKS,
+                        T_SAMPLERS, MASK_SAMPLERS)
 }
 
 # The config key that names each registry's entries (what `--list` shows beside each registry).
@@ -159,6 +160,7 @@ CONFIG_KEYS: dict[str, str] = {
     "block": "model.block", "norm": "model.norm", "head": "model.heads", "loss": "train.loss",
     "optimizer": "optim.name", "schedule": "optim.schedule", "task": "task", "dataset": "data.source / rl.task",
     "tokenizer": "data.tokenizer", "advantage": "rl.advantage", "critic": "rl.critic",
-    "policy_loss": "rl.policy_loss", "reward": "rl.rewards", "hook": "train.hooks", "loss_hook": "rm.loss_hooks",
-    "t_sampler": "diffusion.t_sampler", "mask_sampler": "diffusion.mask_sampler",
+    "policy_loss": "rl.policy_loss", "reward": "rl.rewards", "reward_combine": "rl.reward_combine",
+    "hook": "train.hooks", "loss_hook": "rm.loss_hooks", "t_sampler": "diffusion.t_sampler",
+    "mask_sampler": "diffusion.mask_sampler",
 }

@@ -212,8 +212,10 @@ class _Stub(http.server.BaseHTTPRequestHandler):
             server.active += 1
             server.max_active = max(server.max_active, server.active)
             status, payload, delay, headers = server.script.pop(0) if server.script else server.decide(body)
+        time.sleep(delay)
+        with server.lock:  # done before replying: the client may send its next request as soon as it reads this one
+            server.active -= 1
         try:
-            time.sleep(delay)
             data = json.dumps(payload).encode()
             self.send_response(status)
             for k, v in headers.items():
@@ -224,9 +226,6 @@ class _Stub(http.server.BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass
-        finally:
-            with server.lock:
-                server.active -= 1
 
     def log_message(self, *args):
         pass

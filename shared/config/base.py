@@ -46,12 +46,73 @@ def model_config() -> ml_collections.ConfigDict:
     return m
 
 
+def etr_config() -> ml_collections.ConfigDict:
+    """config.rl.etr: the elastic trust region widths of rl.policy_loss="etr" (shared/rl/etr.py; spec
+    ../shared/papers/etr.md A.2). The base widths eps_0 are rl.eps_low / rl.eps_high. The forms marked [R] in the spec
+    are reconstructions; each is a switch here, the first value listed is the default (the spec's)."""
+    c = ml_collections.ConfigDict()
+    c.alpha = 0.5                    # micro: m = 1 + alpha * phi(|A|) (0 = no micro level)
+    c.beta = 0.5                     # macro: M = 1 + beta * (2 v - 1), v = 4 * group variance in [0, 1] (0 = no macro)
+    c.eps_min = 0.1                  # widths are clipped to [eps_min, eps_max_high] / [eps_min, eps_max_low]
+    c.eps_max_high = 0.4
+    c.eps_max_low = 0.3              # keeps 1 - eps well above 0
+    c.phi = "tanh"                   # [R] phi of the micro level: tanh (bounded) | linear
+    c.combine = "product"            # [R] eps_0 * m * M (product) | eps_0 * (m + M - 1) (sum)
+    c.sides = "both"                 # [R] elastic sides: both | high (eps_low stays rl.eps_low) | low
+    c.macro = "explicit"             # [R] explicit M from the group variance | implicit ([R-alt]: eps_0 * (1 +
+                                     # alpha_implicit * |R - p_g|), un-normalised advantage, no M, no phi)
+    c.alpha_implicit = 0.5           # alpha' of the implicit variant
+    c.macro_stat = "variance"        # [R] v = 4 Var_g(R') (variance) | 4 p (1 - p) (bernoulli); R' = R rescaled from
+                                     # [reward_low, reward_high] to [0, 1], p = mean_g R'; equal for binary rewards
+    c.reward_low = 0.0               # the reward range that maps to [0, 1] for p and v (binary rewards: 0, 1)
+    c.reward_high = 1.0
+    c.bucket_edges = [0.25, 0.5, 0.75]  # pass-rate buckets of the width metrics (plus p = 0 and p = 1)
+    return c
+
+
+def eps_schedule_config() -> ml_collections.ConfigDict:
+    """config.rl.eps_schedule: the symmetric width rl.policy_loss="eps-matched" replays (the epsilon-matched GRPO
+    control of ../shared/papers/etr.md D.2), from a list or from a logged run's metrics."""
+    c = ml_collections.ConfigDict()
+    c.values = [0.2]                 # eps at RL steps 1, 2, ... (the last holds after the end); used when source=""
+    c.source = ""                    # a run's workdir or metrics.jsonl: the schedule is its metric `key` by step
+    c.key = "rl/etr/eps_mean"        # ETR's effective width (batch mean of the active side over tokens with A != 0)
+    c.mode = "step"                  # step: eps_t = the value logged at step t (the last logged step <= t; steps
+                                     # before the first take the first) | running: mean of the values up to t |
+                                     # constant: mean over the whole schedule
+    return c
+
+
+def reward_combine_options() -> ml_collections.ConfigDict:
+    """config.rl.reward_combine_options: the options of the reward combiners (shared/rewards/combine.py; spec
+    ../shared/papers/medical_multiobjective.md A.3-A.4, whose [R] forms are switches here, defaults first)."""
+    c = ml_collections.ConfigDict()
+    c.scalarize = "sum_then_normalize"  # R = sum_k w_k r~_k | normalize_then_sum: R = sum_k w_k groupnorm(r~_k)
+                                     # (per-term GRPO advantages; with rl.advantage=drgrpo then A = R exactly)
+    c.clip = 5.0                     # zscore / ref_frozen zscore: r~ = clip((r - mu) / (sigma + eps), -clip, clip)
+    c.eps = 1e-6
+    c.ref_norm = "zscore"            # ref_frozen: zscore | quantile (r~ = 2 F_ref(r) - 1, F_ref the reference CDF)
+    c.group_by = ""                  # ref_frozen: an example column whose values get statistics of their own
+                                     # ("" = one set; unseen values use the overall set)
+    c.normalize = "ref_frozen"       # trifactor: the terms it weighs: ref_frozen | zscore | none
+    c.temperature = 1.0              # trifactor weakness W = softmax(-s / temperature), s = EMA of term means
+    c.ema = 0.9                      # trifactor: momentum of s
+    c.weight_ema = 0.9               # trifactor: w <- weight_ema * w_prev + (1 - weight_ema) * w_target
+    c.w_min = 0.05                   # trifactor: floor of each weight (weights sum to 1)
+    c.risk = []                      # trifactor: [(label, kappa)], kappa = 2 for safety-critical terms (else 1)
+    c.risk_gate = []                 # trifactor: [(label, kappa_gate, rate)]: x kappa_gate while the term's violation
+                                     # rate (share of raw scores < violation_below) in the batch exceeds rate
+    c.violation_below = 0.0
+    c.factors = "weakness,risk,redundancy"  # trifactor factors in use (drop one for the ablation arms)
+    return c
+
+
 def rl_config() -> ml_collections.ConfigDict:
     """config.rl: the RL algorithm knobs (shared/rl/algorithms.py) and the learner's (shared/rl/learner.py)."""
     c = ml_collections.ConfigDict()
     c.advantage = "grpo"             # ADVANTAGES name: grpo | drgrpo | rloo | reinforce++ | reinforce++-baseline | gae
     c.critic = "scalar_head"         # CRITICS name, built only for an estimator that needs values (gae)
-    c.policy_loss = "ppo-clip"       # POLICY_LOSSES name: ppo-clip | gspo | gmpo
+    c.policy_loss = "ppo-clip"       # POLICY_LOSSES name: ppo-clip | gspo | gmpo | etr | eps-matched
     c.loss_agg = "token-mean"        # ppo-clip aggregation (AGG_MODES); GRPO paper seq-mean-token-mean,
                                      # Dr. GRPO seq-mean-token-sum-norm, DAPO/verl token-mean; gspo/gmpo ignore it
     c.loss_agg_max_len = 0           # L_max of seq-mean-token-sum-norm (Dr. GRPO); 0 = padded response length T
@@ -76,6 +137,8 @@ def rl_config() -> ml_collections.ConfigDict:
     c.overlong_penalty = 1.0         # DAPO overlong penalty factor phi
     c.dynamic_sampling = False       # DAPO: keep only groups whose rewards differ (filter_informative_groups)
     c.mask_truncated = False         # DAPO overlong filtering: zero the loss mask of truncated completions
+    c.etr = etr_config()             # etr: per-token / per-group clip widths (shared/rl/etr.py)
+    c.eps_schedule = eps_schedule_config()  # eps-matched: the width schedule it replays
     # The learner (shared/rl/learner.py).
     c.task = "rl/arithmetic"         # DATASETS name of the prompt set (shared/data/examples.py)
     c.task_options = ml_collections.ConfigDict()  # kwargs of the task function (e.g. path for loaders)
@@ -85,6 +148,13 @@ def rl_config() -> ml_collections.ConfigDict:
     c.reward_errors = "raise"        # a reward function that raises (or returns NaN/inf): "raise" stops the run
                                      # naming the function and example; "zero" scores it 0 and counts it in
                                      # reward/<label>/errors
+    c.reward_combine = "sum"         # REWARD_COMBINERS name (shared/rewards/combine.py): how the rl.rewards terms make
+                                     # one reward: sum (weighted) | zscore (per batch) | ref_frozen (statistics of the
+                                     # initial policy's rollouts, frozen) | trifactor (dynamic weights)
+    c.reward_combine_options = reward_combine_options()
+    c.reward_calibration_prompts = 512  # ref_frozen / trifactor: prompts of the calibration rollout of the initial
+                                     # policy before the first RL step (drawn from the training prompts)
+    c.reward_calibration_samples = 8  # samples per calibration prompt (0 = rl.group_size)
     c.prompts_per_step = 16          # B: prompts per rollout batch
     c.group_size = 8                 # G: samples per prompt
     c.num_iterations = 1             # passes over each rollout batch (mu in GRPO)

@@ -10,7 +10,8 @@ given the columns it names. `None` in the result means "no score" and is handled
 
 A REWARDS entry is either such a function, or a `RewardFactory` (`register_reward_factory`) that builds the
 function from the spec's kwargs once (rewards that hold state: a reward model, an HTTP judge). A config names
-rewards as `config.rewards = [("math/boxed", 1.0), ("length/penalty", 0.1, {"target": 256})]`.
+rewards as `config.rewards = [("math/boxed", 1.0), ("length/penalty", 0.1, {"target": 256})]`. The RewardManager
+scores each as a column of its own and combines them with a REWARD_COMBINERS entry (shared/rewards/combine.py).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from shared.registry import REWARDS
+from shared.rewards.combine import build_combiner
 
 RewardFn = Callable[..., Sequence[float]]
 ON_ERROR_POLICIES = ("raise", "zero")
@@ -184,14 +186,18 @@ def _check_accepts(fn, kwargs: Mapping, label: str) -> None:
 
 @dataclasses.dataclass
 class RewardResult:
-    total: np.ndarray                       # float32 [N]: the weighted sum
+    total: np.ndarray                       # float32 [N]: the combined reward (default: the weighted sum)
     per_function: dict[str, np.ndarray]     # label -> float32 [N] raw (unweighted) scores, after the policy
     errors: dict[str, list[int]]            # label -> example indices zeroed under on_error="zero"
     metrics: dict[str, float]
+    normalized: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # label -> [N] as the combiner
+                                            # weighed it (the raw scores for "sum")
+    weights: dict[str, float] = dataclasses.field(default_factory=dict)  # label -> the weight it got this batch
 
 
 class RewardManager:
-    """Weighted sum of reward functions with per-function metrics and an error policy.
+    """Reward functions scored as separate columns, combined into one reward, with per-function metrics and an
+    error policy.
 
         manager = RewardManager([("math/boxed", 1.0), ("format/tags", 0.2, {"tags": ["answer"]})])
         rewards, metrics = manager(prompts, completions, answer=answers)
@@ -200,9 +206,17 @@ class RewardManager:
     example index and excerpts of its prompt and completion. on_error="zero": those examples score 0 for that
     function and `reward/<label>/errors` counts them. A wrong-length or non-numeric result always raises (it
     is a bug in the function). A weight of 0 computes and logs a function without adding it (e.g. accuracy).
+
+    combine: the REWARD_COMBINERS name (shared/rewards/combine.py; rl.reward_combine) that turns the columns into
+    the reward, with its options (rl.reward_combine_options): "sum" (default) is the weighted sum; "zscore",
+    "ref_frozen", "trifactor" normalise and weigh the terms. A combiner with reference statistics
+    (`needs_calibration`) must see `calibrate(prompts, completions, **columns)` on the reference policy's
+    completions first (the RL learner does this before its first step). group_size: completions per prompt, rows
+    group-contiguous (None: the whole batch is one group), for per-group scalarisation and the variance shares.
     """
 
-    def __init__(self, specs, *, on_error: str = "raise", excerpt_chars: int = 80):
+    def __init__(self, specs, *, on_error: str = "raise", excerpt_chars: int = 80, combine: str = "sum",
+                 combine_options=None, group_size: int | None = None):
         if on_error not in ON_ERROR_POLICIES:
             raise ValueError(f"on_error={on_error!r}: expected one of {ON_ERROR_POLICIES}")
         self.specs = parse_reward_specs(specs)
@@ -212,6 +226,29 @@ class RewardManager:
         self.excerpt_chars = excerpt_chars
         self.fns = [build_reward_fn(spec) for spec in self.specs]
         self._accepts = [_accepted_columns(fn) for fn in self.fns]
+        self.combine_name = str(combine)
+        self.combiner = build_combiner(self.combine_name, combine_options)
+        self.group_size = None if group_size is None else int(group_size)
+
+    @property
+    def needs_calibration(self) -> bool:
+        """True until a combiner with reference statistics has been calibrated."""
+        return bool(self.combiner.needs_calibration)
+
+    def calibrate(self, prompts: Sequence[str], completions: Sequence[str], **columns) -> dict:
+        """Scores the reference policy's completions (raw columns) and freezes the combiner's statistics on them;
+        returns the metrics of the calibration (reward/<label>/ref_mean, ...)."""
+        per_function, _, metrics = self._score(list(prompts), list(completions), columns)
+        metrics = {f"{k}_calibration" if k.endswith(("/mean", "/std")) else k: v for k, v in metrics.items()}
+        metrics.update(self.combiner.calibrate(per_function, columns))
+        return metrics
+
+    def get_state(self) -> dict:
+        """The combiner's state (frozen statistics, dynamic weights), JSON; {} for a stateless one."""
+        return self.combiner.get_state()
+
+    def set_state(self, state: dict | None) -> None:
+        self.combiner.set_state(state)
 
     @property
     def labels(self) -> list[str]:
@@ -224,30 +261,39 @@ class RewardManager:
     def compute(self, prompts: Sequence[str], completions: Sequence[str], **columns) -> RewardResult:
         prompts, completions = list(prompts), list(completions)
         n = len(completions)
+        scores, errors, metrics = self._score(prompts, completions, columns)
+        weights = {spec.label: spec.weight for spec in self.specs}
+        total, combined, normalized, used = self.combiner.combine(scores, weights, self.group_size, columns)
+        metrics.update(combined)
+        metrics["reward/mean"] = float(total.mean()) if n else 0.0
+        metrics["reward/std"] = float(total.std()) if n else 0.0
+        metrics["reward/min"] = float(total.min()) if n else 0.0
+        metrics["reward/max"] = float(total.max()) if n else 0.0
+        return RewardResult(total=np.asarray(total, np.float32),
+                            per_function={k: v.astype(np.float32) for k, v in scores.items()}, errors=errors,
+                            metrics=metrics, normalized={k: np.asarray(v, np.float32) for k, v in normalized.items()},
+                            weights=dict(used))
+
+    def _score(self, prompts: list, completions: list, columns: Mapping) -> tuple[dict, dict, dict]:
+        """Every function's raw scores (float64 [N], after the error policy), the errors and their metrics."""
+        n = len(completions)
         if len(prompts) != n:
             raise ValueError(f"rewards: {len(prompts)} prompts but {n} completions")
         for key, value in columns.items():
             if _is_per_example(value) and len(value) != n:
                 raise ValueError(f"rewards: column {key!r} has {len(value)} entries for {n} completions")
-        total = np.zeros(n, np.float64)
         per_function, errors, metrics = {}, {}, {}
         for spec, fn, accepts in zip(self.specs, self.fns, self._accepts):
             cols = columns if accepts is None else {k: v for k, v in columns.items() if k in accepts}
             self._check_required(fn, spec.label, cols, columns)
             scores, bad = self._run_one(spec.label, fn, prompts, completions, cols)
-            per_function[spec.label] = scores.astype(np.float32)
-            total += spec.weight * scores
+            per_function[spec.label] = scores
             metrics[f"reward/{spec.label}/mean"] = float(scores.mean()) if n else 0.0
             metrics[f"reward/{spec.label}/std"] = float(scores.std()) if n else 0.0
             if self.on_error == "zero":
                 errors[spec.label] = bad
                 metrics[f"reward/{spec.label}/errors"] = float(len(bad))
-        metrics["reward/mean"] = float(total.mean()) if n else 0.0
-        metrics["reward/std"] = float(total.std()) if n else 0.0
-        metrics["reward/min"] = float(total.min()) if n else 0.0
-        metrics["reward/max"] = float(total.max()) if n else 0.0
-        return RewardResult(total=total.astype(np.float32), per_function=per_function, errors=errors,
-                            metrics=metrics)
+        return per_function, errors, metrics
 
     # -------------------------------------------------------------- one function
     def _run_one(self, label, fn, prompts, completions, columns) -> tuple[np.ndarray, list[int]]:

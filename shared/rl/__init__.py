@@ -3,4 +3,5 @@ are the example sets of shared/data/examples.py; the task rewards are in shared/
 from shared.rl import algorithms  # noqa: F401  (ADVANTAGES, POLICY_LOSSES)
 from shared.rl import pairwise  # noqa: F401  (ADVANTAGES brpo, brpo-norm, round-robin, fixed-reference)
 from shared.rl import roles  # noqa: F401  (CRITICS "scalar_head")
+from shared.rl import etr  # noqa: F401  (POLICY_LOSSES "etr", "eps-matched")
 from shared.rl import task  # noqa: F401  (TASKS "rl")

@@ -2,12 +2,18 @@
 
 One RL step:
   1. sample G completions for each of B prompts with the current policy (shared/model/sampler.py);
-  2. score them with the configured rewards (shared/rewards; "task" = the task's own checker), optionally add
-     DAPO overlong shaping, and with dynamic sampling drop (and refill) groups whose rewards are all equal;
+  2. score them with the configured rewards (shared/rewards; "task" = the task's own checker; the terms combined
+     by REWARD_COMBINERS[config.rl.reward_combine]), optionally add DAPO overlong shaping, and with dynamic
+     sampling drop (and refill) groups whose rewards are all equal;
   3. behaviour log-probs (and reference log-probs / the critic's values when needed) from one forward each;
-  4. advantages (and the critic's value targets) from the estimator ADVANTAGES[config.rl.advantage];
+  4. advantages (and the critic's value targets) from the estimator ADVANTAGES[config.rl.advantage], then the
+     policy loss's own per-rollout inputs when it has a `prepare` (a shared.rl.roles.PolicyLoss: e.g. ETR's
+     per-token clip widths), added to the update batch;
   5. `num_iterations` passes of `mini_batches` optimizer steps, each the Trainer's jitted, donated step with the
      policy loss POLICY_LOSSES[config.rl.policy_loss] (+ KL, entropy and the critic's terms) as its loss_fn.
+A reward combiner with reference statistics (ref_frozen, trifactor) is calibrated once, before the first step, on
+the initial policy's completions of rl.reward_calibration_prompts training prompts; its state (frozen statistics,
+dynamic weights) is saved in every checkpoint's data_state with the prompt iterator's position.
 RL hooks (`RLHook` subclasses named in train.hooks) run between 2 and 3: they see the scored rollout (with the
 pooled response hidden states when they ask for them), may add to its rewards, and may hold the policy still
 for a step (rollout and rewards only, e.g. to warm up a separate head).
@@ -49,13 +55,17 @@ from jax.sharding import Mesh
 from shared import sharding as sh
 from shared.checkpoint import install_preemption_handler
 from shared.metrics import ProgressBar, latest_values
-from shared.registry import POLICY_LOSSES
 from shared.rl import algorithms as alg
 from shared.rl import budget
 from shared.rl import pairwise as pw
-from shared.rl.roles import Actor, Critic, Reference, Reward, Rollout, build_critic, estimator
+from shared.rl.roles import (Actor, Critic, LossContext, Reference, Reward, Rollout, build_critic, estimator,
+                             policy_loss as policy_loss_entry)
 from shared.model.sampler import SamplingParams, completion_logits
 from shared.train.trainer import Hook, send_test_signal
+
+
+# what a run logs at step 0, before its first RL step: evaluations and the reward calibration
+START_METRICS = ("_before", "_calibration", "/ref_mean", "/ref_std", "perf/reward_calibration_s")
 
 
 def _batch_shards(mesh, rules) -> int:
@@ -145,7 +155,7 @@ def policy_outputs(graphdef, params, batch, attention: str, critic: Critic | Non
 def rl_loss_fn(config, attention: str, critic: Critic | None = None):
     """The Trainer loss_fn of an RL update: policy loss (+ KL in the loss, - entropy bonus, + the critic's loss)."""
     rl = config.rl
-    policy_loss = POLICY_LOSSES.get(rl.policy_loss)
+    policy_loss = policy_loss_entry(rl.policy_loss)
 
     def loss_fn(graphdef, params, batch, rng):
         del rng
@@ -154,8 +164,9 @@ def rl_loss_fn(config, attention: str, critic: Critic | None = None):
         # no behaviour pass (on-policy single update, see RLLearner.needs_behaviour_pass): the policy before this
         # optimizer step is the behaviour policy, so its log-probs are this forward's, held constant
         old_logp = batch["old_logp"] if "old_logp" in batch else jax.lax.stop_gradient(logp)
-        loss, metrics = policy_loss(logp, old_logp, batch["advantages"], mask, rl,
-                                    logp_ref=batch.get("ref_logp"))
+        fields = {name: batch[name] for name in policy_loss.fields}   # from its prepare (build_batch)
+        loss, metrics = policy_loss.fn(logp, old_logp, batch["advantages"], mask, rl,
+                                       logp_ref=batch.get("ref_logp"), **fields)
         metrics = dict(metrics)
         metrics["entropy"] = alg.masked_mean(entropy, mask)
         if rl.entropy_coef:
@@ -210,6 +221,26 @@ class ScoredBatch:
     outcomes: pw.PairOutcomes | None = None   # a pairwise estimator's judged pairs (None: pointwise rewards)
 
 
+class LoopState:
+    """A checkpoint's data_state: the prompt iterator's position and, when it has one, the reward combiner's state
+    (frozen reference statistics, dynamic weights) under "reward_combine"."""
+
+    def __init__(self, prompts: PromptIterator, reward: Reward):
+        self.prompts, self.reward = prompts, reward
+
+    def get_state(self) -> dict:
+        state = self.prompts.get_state()
+        combine = self.reward.manager.get_state() if hasattr(self.reward.manager, "get_state") else None
+        if combine:
+            state["reward_combine"] = combine
+        return state
+
+    def set_state(self, state: dict) -> None:
+        self.prompts.set_state(state)
+        if state.get("reward_combine") and hasattr(self.reward.manager, "set_state"):
+            self.reward.manager.set_state(state["reward_combine"])
+
+
 class RLLearner:
     """The RL loop over its roles (shared/rl/roles.py): actor, critic (None unless the estimator needs one),
     reference (None unless rl.kl_coef > 0), rollout, reward."""
@@ -227,6 +258,7 @@ class RLLearner:
         if self.pairwise and self.rl.kl_in_reward and self.rl.kl_coef > 0:
             raise ValueError(f"rl.advantage={self.rl.advantage!r} compares completions in pairs: there is no reward to "
                              "fold the KL into (rl.kl_in_reward); keep the KL in the loss (rl.kl_in_reward=False)")
+        self.policy_loss = policy_loss_entry(str(self.rl.policy_loss))
         self.critic = build_critic(config, self.estimator)   # before the Trainer: its loss joins the actor's
         self.trainer = Trainer(config, workdir, init_params=init_params,
                                loss_fn_factory=lambda attention: rl_loss_fn(config, attention, self.critic))
@@ -238,8 +270,9 @@ class RLLearner:
         self.rollout = Rollout(config, self.actor, tokenizer)
         self.reward = Reward(config, reward_manager, pairwise=self.pairwise)
         self.prompts = PromptIterator(train_examples, int(self.rl.prompts_per_step), int(config.seed))
+        self.loop_state = LoopState(self.prompts, self.reward)
         if self.trainer.data_state is not None:
-            self.prompts.set_state(self.trainer.data_state)
+            self.loop_state.set_state(self.trainer.data_state)
         # The checkpoint's step is the RL step (optimizer steps lag it when RL hooks hold the policy still).
         self.start_step = self.trainer.restored_step or 0
         self.rl_hooks = [h for h in self.trainer.hooks if isinstance(h, RLHook)]
@@ -250,6 +283,7 @@ class RLLearner:
         self._behaviour = jax.jit(lambda params, batch: policy_outputs(graphdef, params, batch, attention,
                                                                        critic)[::2])
         self.rng = jax.random.fold_in(jax.random.key(config.seed), 1)
+        self.step: int | None = None   # the RL step being run (None outside the loop)
         # the rollout copy of the weights is dropped before the update (build_batch), so it is not budgeted here
         self.micro_batch_tokens = budget.micro_batch_tokens(config, _bytes_per_device(self.trainer.params))
 
@@ -370,8 +404,10 @@ class RLLearner:
         outcomes = pw.PairOutcomes.take([(s.outcomes, i) for s, i in chosen]) if pairwise else None
         return ScoredBatch(rollout, rewards, chosen[0][0].metrics, [s.examples[i] for s, i in chosen], outcomes)
 
-    def build_batch(self, scored: ScoredBatch) -> tuple[dict, dict]:
-        """Arrays for the update: behaviour/reference log-probs, advantages (and the critic's fields)."""
+    def build_batch(self, scored: ScoredBatch, step: int | None = None) -> tuple[dict, dict]:
+        """Arrays for the update: behaviour/reference log-probs, advantages (and the critic's fields, the policy
+        loss's fields); and the step's metrics of building it (timings, the policy loss's prepare metrics).
+        step: the RL step its policy loss's prepare sees (default: the loop's current step)."""
         rl, r = self.rl, scored.rollout
         self.rollout.drop()   # the rollout's weight copy: its memory goes to the update
         mask = r.mask.copy()
@@ -399,6 +435,17 @@ class RLLearner:
         if self.critic is not None:
             batch.update(self.critic.targets(old_values, estimate))
         batch["advantages"] = np.asarray(estimate.advantages, np.float32)
+        if self.policy_loss.prepare is not None:
+            context = LossContext(rewards=np.asarray(scored.rewards, np.float32), advantages=batch["advantages"],
+                                  mask=batch["mask"], group_size=int(rl.group_size), rl_cfg=rl,
+                                  step=self.step if step is None else step,
+                                  workdir=self.workdir)
+            fields, prepared = self.policy_loss.prepare(context)
+            missing = sorted(set(self.policy_loss.fields) - set(fields))
+            if missing:
+                raise ValueError(f"policy loss {rl.policy_loss!r}: its prepare gave no {missing}")
+            batch.update({name: np.asarray(v) for name, v in fields.items()})
+            times.update(prepared)
         return batch, times
 
     def needs_behaviour_pass(self) -> bool:
@@ -461,6 +508,26 @@ class RLLearner:
                     self.trainer.state, last = step(self.trainer.state, self.to_global(mini))
         return {k: float(v) for k, v in jax.device_get(last).items()}
 
+    def calibrate_rewards(self) -> dict:
+        """The reward combiner's reference statistics, frozen from the initial (reference) policy's completions:
+        rl.reward_calibration_samples (0: rl.group_size) samples of rl.reward_calibration_prompts training prompts
+        (a fixed draw of the seed), sampled as the rollouts are."""
+        rl = self.rl
+        examples = self.prompts.examples
+        n = min(int(rl.reward_calibration_prompts), len(examples))
+        samples = int(rl.reward_calibration_samples) or int(rl.group_size)
+        picked = np.random.default_rng([int(self.config.seed), 17]).choice(len(examples), n, replace=False)
+        chosen = [examples[i] for i in sorted(picked)]
+        prompts = self.encode_prompts(chosen)
+        start = time.perf_counter()
+        rollout = self.sampler.generate(self.rollout_params(), prompts, self.sampling_params(n=samples),
+                                        jax.random.fold_in(self.rng, 0), max_rows=self.rollout_max_rows(prompts))
+        metrics = self.reward.calibrate(chosen, rollout.texts, samples)
+        metrics["perf/reward_calibration_s"] = time.perf_counter() - start
+        print(f"[rl] reward calibration ({self.rl.reward_combine}): {n} prompts x {samples} samples of the initial "
+              "policy; statistics frozen", flush=True)
+        return metrics
+
     # ------------------------------------------------------------------ evaluation
     def evaluate(self) -> dict:
         """Greedy accuracy on every eval set (test, ood); pass@k and avg@n on test with rl.eval_samples samples."""
@@ -490,7 +557,7 @@ class RLLearner:
         progress = ProgressBar(steps, self.start_step, enabled=self.trainer.is_main and cfg.train.progress)
         before, last, evals = {}, {}, {}
         if self.start_step:  # resumed: the summary keeps what the run logged before (evals before RL included)
-            before = latest_values(self.workdir, 0, lambda k: k.endswith("_before"))
+            before = latest_values(self.workdir, 0, lambda k: k.endswith(START_METRICS))
             last = latest_values(self.workdir, self.start_step, lambda k: not k.startswith("eval/"))
             evals = latest_values(self.workdir, self.start_step,
                                   lambda k: k.startswith("eval/") and not k.endswith("_before"))
@@ -498,6 +565,14 @@ class RLLearner:
             before = {f"{k}_before": v for k, v in self.evaluate().items()}
             writer.write(0, before)
             print(f"[rl] before RL: {before}", flush=True)
+        if self.reward.needs_calibration:
+            if self.start_step:
+                raise RuntimeError(f"rl.reward_combine={self.rl.reward_combine!r}: the checkpoint of step "
+                                   f"{self.start_step} holds no reference statistics, and calibrating on the "
+                                   "trained policy would not give the reference's")
+            calibration = self.calibrate_rewards()
+            writer.write(0, calibration)
+            before.update(calibration)
         started = {}
         for hook in self.rl_hooks:
             started.update(hook.on_fit_start(self))
@@ -534,6 +609,7 @@ class RLLearner:
         last, evals = {}, {}
         for step in range(self.start_step + 1, steps + 1):
             key = jax.random.fold_in(self.rng, step)
+            self.step = step
             t0 = time.perf_counter()
             scored, stats = self.collect(jax.random.fold_in(key, 0))
             task_rewards = scored.rewards.copy()
@@ -565,9 +641,9 @@ class RLLearner:
                 writer.write(step, evals)
                 print(f"[rl] step {step}: {evals}", flush=True)
             if step % cfg.train.checkpoint_every == 0 or step == steps:
-                self.trainer.save(step, self.prompts)
+                self.trainer.save(step, self.loop_state)
             if preempted.agreed():
-                self.trainer.save(step, self.prompts, force=True)
+                self.trainer.save(step, self.loop_state, force=True)
                 return last, evals, step
             if cfg.train.kill_at_step and step == cfg.train.kill_at_step:
                 writer.flush()

@@ -20,10 +20,18 @@ values=None) -> A[N,T] (no critic), or `Estimator(fn, needs_critic=True)` entrie
 values[N,T] and returns `Estimate(advantages, returns)`. A project registers either with
 `@register_advantage("p/name", needs_critic=...)`, and its own critic class with `@CRITICS.register("p/name")`
 (a `Critic` subclass), without touching shared/.
+
+Policy losses (POLICY_LOSSES, rl.policy_loss) are plain functions fn(logp, logp_old, A, mask, rl_cfg, *,
+logp_ref=None, **fields) -> (loss, metrics), or `PolicyLoss(fn, prepare, fields)` entries whose per-rollout inputs
+are computed once per RL step, on the host, after the advantages: prepare(LossContext) -> (fields, metrics), the
+fields ({name: array [N, ...]}, e.g. per-token clip widths) join the update batch, are split into mini-batches with
+its rows and reach fn as keyword arguments; the metrics join the step's row (e.g. ETR's widths, shared/rl/etr.py).
+A project registers one with `@register_policy_loss("p/name", prepare=..., fields=(...))`.
 """
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -31,14 +39,15 @@ import numpy as np
 from jax.sharding import Mesh
 
 from shared import sharding as sh
-from shared.registry import ADVANTAGES, CRITICS
+from shared.registry import ADVANTAGES, CRITICS, POLICY_LOSSES
 from shared.rl import algorithms as alg
 from shared.rl import budget
 from shared.rl.algorithms import Estimate, Estimator
 from shared.rl.pairwise import EXTERNAL
 
-__all__ = ["Actor", "Critic", "Estimate", "Estimator", "Reference", "Reward", "Rollout", "ScalarHeadCritic",
-           "build_critic", "estimator", "register_advantage"]
+__all__ = ["Actor", "Critic", "Estimate", "Estimator", "LossContext", "PolicyLoss", "Reference", "Reward", "Rollout",
+           "ScalarHeadCritic", "build_critic", "estimator", "policy_loss", "register_advantage",
+           "register_policy_loss"]
 
 
 # ------------------------------------------------------------------ advantage estimators
@@ -54,6 +63,50 @@ def register_advantage(name: str, *, needs_critic: bool = False, override: bool 
 
     def add(fn):
         ADVANTAGES.register(name, Estimator(fn, needs_critic=needs_critic), override=override)
+        return fn
+
+    return add
+
+
+# ------------------------------------------------------------------ policy losses
+@dataclasses.dataclass(frozen=True)
+class LossContext:
+    """What a policy loss's `prepare` sees of one RL step (host arrays)."""
+    rewards: np.ndarray        # [N] the step's rewards (combined, shaped, after RL hooks), groups contiguous
+    advantages: np.ndarray     # [N,T] the estimator's advantages
+    mask: np.ndarray           # [N,T] the loss mask
+    group_size: int
+    rl_cfg: Any                # config.rl
+    step: int | None = None    # the RL step (1-based; None outside the loop)
+    workdir: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyLoss:
+    """A POLICY_LOSSES entry with per-rollout inputs of its own: `prepare(ctx: LossContext) -> (fields, metrics)`
+    once per RL step; `fields` names the batch entries (arrays [N, ...]) passed to fn as keyword arguments. Called
+    like a plain entry, it is fn (give it the fields yourself)."""
+    fn: Callable[..., Any]
+    prepare: Callable[[LossContext], tuple[dict, dict]] | None = None
+    fields: tuple[str, ...] = ()
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+def policy_loss(name: str) -> PolicyLoss:
+    """POLICY_LOSSES[name] as a PolicyLoss (a plain function is one without fields)."""
+    entry = POLICY_LOSSES.get(name)
+    return entry if isinstance(entry, PolicyLoss) else PolicyLoss(entry)
+
+
+def register_policy_loss(name: str, *, prepare: Callable | None = None, fields: tuple[str, ...] = (),
+                         override: bool = False) -> Callable:
+    """Decorator: registers fn(logp, logp_old, A, mask, rl_cfg, *, logp_ref=None, **fields) under
+    POLICY_LOSSES[name] with its `prepare`; returns fn."""
+
+    def add(fn):
+        POLICY_LOSSES.register(name, PolicyLoss(fn, prepare, tuple(fields)), override=override)
         return fn
 
     return add
@@ -290,31 +343,54 @@ class Rollout:
 
 # ------------------------------------------------------------------ reward
 class Reward:
-    """The rewards of a rollout: the RewardManager (rl.rewards; "task" = the task's own checker) plus DAPO
-    overlong shaping (rl.overlong_len), and the task's checker for correctness and evaluation. No params.
+    """The rewards of a rollout: the RewardManager (rl.rewards; "task" = the task's own checker; its terms combined
+    by REWARD_COMBINERS[rl.reward_combine]) plus DAPO overlong shaping (rl.overlong_len), and the task's checker for
+    correctness and evaluation. No params.
 
     pairwise=True (the estimator compares completions in pairs, shared/rl/pairwise.py): rl.rewards must name
     exactly one pairwise judge (a reward with `judge_pairs`, e.g. model/pairwise_judge), which `judge_pairs` asks;
     the other rewards are computed and logged but must have weight 0 (the estimator's reward is the judge's
-    verdict), and rl.overlong_len must be 0 (there is no pointwise reward to shape)."""
+    verdict), rl.overlong_len must be 0 (there is no pointwise reward to shape) and rl.reward_combine "sum"."""
 
     params = optimizer = mesh = None
 
     def __init__(self, config, manager, pairwise: bool = False):
         self.rl, self.manager = config.rl, manager
         self.judge = None
+        wanted = str(self.rl.get("reward_combine", "sum"))
         if pairwise:
+            if wanted != "sum":
+                raise ValueError(f"rl.reward_combine={wanted!r} combines pointwise rewards, but rl.advantage="
+                                 f"{self.rl.advantage!r} takes the pairwise judge's verdicts; keep rl.reward_combine=sum")
             self.manager, self.judge = _split_pairwise_judge(manager, config.rl)
+        elif wanted != getattr(manager, "combine_name", "sum"):
+            raise ValueError(f"rl.reward_combine={wanted!r} but the RewardManager combines with "
+                             f"{getattr(manager, 'combine_name', 'sum')!r}: build it with shared.rl.task.reward_manager(config)")
+        if self.manager is not None and getattr(self.manager, "group_size", 0) is None:
+            self.manager.group_size = int(self.rl.group_size)
+
+    @property
+    def needs_calibration(self) -> bool:
+        return bool(getattr(self.manager, "needs_calibration", False))
+
+    @staticmethod
+    def _columns(examples: list[dict], n: int) -> tuple[list[str], dict]:
+        prompts = [e["prompt"] for e in examples for _ in range(n)]
+        columns = {k: [e.get(k) for e in examples for _ in range(n)]
+                   for k in examples[0] if k not in ("prompt", "completion")}
+        return prompts, columns
+
+    def calibrate(self, examples: list[dict], texts: list[str], n: int) -> dict:
+        """Freezes the combiner's reference statistics on n completions per example of the reference policy."""
+        prompts, columns = self._columns(examples, n)
+        return self.manager.calibrate(prompts, texts, **columns)
 
     def score(self, examples: list[dict], texts: list[str], lengths) -> tuple[np.ndarray, dict]:
         """(rewards [N], metrics) of G completions per example (group-contiguous)."""
         rl = self.rl
-        g = int(rl.group_size)
         if self.manager is None:  # a pairwise judge is the only reward
             return np.zeros(len(texts), np.float32), {}
-        prompts = [e["prompt"] for e in examples for _ in range(g)]
-        columns = {k: [e.get(k) for e in examples for _ in range(g)]
-                   for k in examples[0] if k not in ("prompt", "completion")}
+        prompts, columns = self._columns(examples, int(rl.group_size))
         rewards, metrics = self.manager(prompts, texts, **columns)
         rewards = np.asarray(rewards, np.float32)
         if rl.overlong_len:

@@ -57,11 +57,21 @@ def reward_specs(config) -> list:
     return specs
 
 
+def reward_manager(config):
+    """The RewardManager of config.rl: its rewards (reward_specs), error policy, combiner (rl.reward_combine with
+    rl.reward_combine_options) and group size."""
+    from shared.rewards import RewardManager
+
+    rl = config.rl
+    return RewardManager(reward_specs(config), on_error=str(rl.get("reward_errors", "raise")),
+                         combine=str(rl.get("reward_combine", "sum")), combine_options=rl.get("reward_combine_options"),
+                         group_size=int(rl.group_size))
+
+
 @TASKS.register("rl")
 def rl_task(config, workdir: str) -> dict:
     from shared.data import build_tokenizer
     from shared.distributed import main_process_first
-    from shared.rewards import RewardManager
     from shared.rl.learner import RLLearner
     from shared.data.examples import load_task
     from shared.train import write_summary
@@ -97,7 +107,7 @@ def rl_task(config, workdir: str) -> dict:
         lambda: build_tokenizer(config.data, workdir, config.model.vocab_size,
                                 train_texts=lambda: [e["prompt"] + e["completion"] for e in train]),
         "rl tokenizer ready")
-    manager = RewardManager(reward_specs(config), on_error=str(rl.get("reward_errors", "raise")))
+    manager = reward_manager(config)
     learner = RLLearner(config, workdir, tokenizer, train, eval_sets, manager, init_params=init_params)
     print(f"[rl] {rl.advantage}/{rl.policy_loss} on {rl.task}: B={rl.prompts_per_step} G={rl.group_size}, "
           f"steps {learner.start_step}->{config.train.steps}, mesh {dict(learner.mesh.shape)}", flush=True)
