@@ -66,3 +66,48 @@ def test_sigterm_on_one_process_stops_both_at_the_same_saved_step(tmp_path):
     assert [plain.returncode, signalled.returncode] == [143, 143], "\n".join(o[-2000:] for o in outs)
     assert all("[rl] SIGTERM: saved step 2 to " in out for out in outs), outs
     assert os.path.isdir(os.path.join(workdir, "checkpoints", "2"))
+
+
+def _pretrain(workdir: str, port: int, *extra_args: str) -> list[subprocess.Popen]:
+    """quickstart :smoke pretraining in 2 processes x 4 CPU devices (each process reads its own documents)."""
+    return [subprocess.Popen(
+        [sys.executable, "-m", "shared.launch", "--config=experiments/quickstart.py:smoke", f"--workdir={workdir}",
+         "--config.train.steps=9", "--config.train.log_every=1", "--config.train.sample_at_end=", *extra_args],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+             "JAX_COORDINATOR_ADDRESS": f"localhost:{port}", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(i)})
+        for i in range(2)]
+
+
+def _wait(procs: list[subprocess.Popen]) -> tuple[list[int], list[str]]:
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    return [p.returncode for p in procs], outs
+
+
+def test_two_process_pretraining_resumes_like_an_uninterrupted_run(tmp_path):
+    """Multi-host resume is re-running the same command on every host: both processes stop on SIGTERM at the
+    step-5 checkpoint, then restore it, each with its own data position (the checkpoint keeps one per process),
+    and the loss curve and final metrics equal an uninterrupted 2-process run's."""
+    straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
+    reference = _pretrain(straight, _free_port())
+    codes, outs = _wait(_pretrain(resumed, _free_port(), "--config.train.kill_at_step=4",
+                                  "--config.train.kill_signal=TERM"))
+    assert codes == [143, 143], "\n".join(o[-2000:] for o in outs)
+    with open(os.path.join(resumed, "checkpoints", "5", "data_state", "metadata")) as f:
+        positions = json.load(f)["per_process"]
+    assert [p["layout"]["process_index"] for p in positions] == [0, 1]
+    codes, outs = _wait(_pretrain(resumed, _free_port()))
+    assert codes == [0, 0], "\n".join(o[-2000:] for o in outs)
+    assert all(f"resumed from {resumed}/checkpoints/5 (step 5)" in out for out in outs)
+    codes, straight_outs = _wait(reference)
+    assert codes == [0, 0], "\n".join(o[-2000:] for o in straight_outs)
+
+    def rows(workdir):
+        with open(os.path.join(workdir, "metrics.jsonl")) as f:
+            return [{k: v for k, v in json.loads(line).items() if k != "time" and not k.startswith("perf/")}
+                    for line in f]
+
+    want, got = rows(straight), rows(resumed)
+    assert [r["step"] for r in got] == [r["step"] for r in want] == [1, 2, 3, 3, 4, 5, 6, 6, 7, 8, 9, 9]
+    for a, b in zip(want, got):
+        assert a == pytest.approx(b, rel=1e-6), a["step"]

@@ -18,9 +18,10 @@ Environment:
   REPO_DIR  the repo's path on the workers (default: this repo's path here)
   PYTHON    the interpreter on the workers (default: python3)
 
-Before: put the same commit of the repo, with its packages installed, on every worker, e.g.
-  gcloud compute tpus tpu-vm scp --recurse --worker=all --zone=ZONE . TPU_NAME:REPO_DIR
-Use a workdir every host can reach (gs://...): checkpoints are written by all processes.
+Before: put the same commit of the repo, installed with `pip install -e '.[tpu]'` (jax[tpu], and gcsfs for
+gs:// workdirs), on every worker; README.md "Run on a TPU pod" has the commands.
+Use a workdir every host can reach (gs://...): checkpoints are written by all processes, config.json,
+metrics.jsonl, tb/ and summary.json by process 0. Re-running the same command resumes from its last checkpoint.
 EOF
 }
 

@@ -29,6 +29,10 @@ from etils import epath
 from shared.checkpoint import trees
 
 STATE, DATA_STATE, CONFIG, CHECKSUMS = "state", "data_state", "config", "checksums"
+# data_state of a multi-process save: {"per_process": [state of process 0, of process 1, ...]}. orbax writes JSON
+# items from process 0 only, and every process restores that file, so each process's data position (its own
+# shard of the documents) is gathered into it; single-process saves keep the bare state.
+PER_PROCESS = "per_process"
 
 
 class CheckpointMismatchError(ValueError):
@@ -89,6 +93,8 @@ class Checkpointer:
                  CHECKSUMS: ocp.args.JsonSave({"version": 1, "leaves": _fingerprints(data)})}
         if data_state is not None:
             _check_json(data_state, "data_state")
+            if jax.process_count() > 1:  # each process reads its own shard of the data: keep every position
+                data_state = {PER_PROCESS: _gather_json(data_state)}
             items[DATA_STATE] = ocp.args.JsonSave(data_state)
         if config is not None:
             _check_json(config, "config")
@@ -185,7 +191,7 @@ class Checkpointer:
                 **{STATE: ocp.args.StandardRestore(abstract_data)}))[STATE]
         if CHECKSUMS in restored:
             _verify_fingerprints(data, restored[CHECKSUMS], saved_tree, step_dir)
-        return trees.data_to_keys(data, abstract_state), restored.get(DATA_STATE)
+        return trees.data_to_keys(data, abstract_state), _own_data_state(restored.get(DATA_STATE))
 
     def _mismatch_cause(self, step: int, config: dict | None) -> str:
         try:
@@ -277,6 +283,29 @@ def import_params(path: str, abstract_params: Any) -> Any:
     finally:
         checkpointer.close()
     return trees.data_to_keys(restored, abstract_params)
+
+
+def _gather_json(value: Any) -> list:
+    """[value of process 0, value of process 1, ...] on every process (a collective: all processes call it)."""
+    from jax.experimental import multihost_utils
+
+    raw = np.frombuffer(json.dumps(value, sort_keys=True).encode("utf-8"), np.uint8)
+    lengths = np.asarray(multihost_utils.process_allgather(np.array([raw.size], np.int32))).reshape(-1)
+    padded = np.zeros(int(lengths.max()), np.uint8)
+    padded[:raw.size] = raw
+    rows = np.asarray(multihost_utils.process_allgather(padded)).reshape(len(lengths), -1)
+    return [json.loads(bytes(row[:n].astype(np.uint8)).decode("utf-8")) for row, n in zip(rows, lengths)]
+
+
+def _own_data_state(data_state: Any) -> Any:
+    """This process's entry of a multi-process data_state (the bare state of a single-process save). Restored
+    by a different number of processes, process i takes entry i (or 0), and the data iterator's own layout
+    check names the process count that changed."""
+    if not (isinstance(data_state, dict) and set(data_state) == {PER_PROCESS}):
+        return data_state
+    states = data_state[PER_PROCESS]
+    index = jax.process_index()
+    return states[index] if index < len(states) else states[0]
 
 
 def _sync_checkpointer() -> ocp.Checkpointer:

@@ -4,8 +4,6 @@ Importing this package does not import jax (the launcher loads the config before
 """
 from __future__ import annotations
 
-import os
-
 import ml_collections
 
 from shared.config.base import base_config
@@ -20,14 +18,13 @@ def config_to_json(config: ml_collections.ConfigDict) -> str:
 
 
 def write_config(config: ml_collections.ConfigDict, workdir: str) -> str:
-    """Writes <workdir>/config.json (creating workdir; gs:// works through etils.epath); returns its path."""
-    from etils import epath  # orbax's path library: local folders and cloud buckets alike
+    """Writes <workdir>/config.json (creating a local workdir; gs:// through shared.fs); returns its path."""
+    from shared import fs
 
-    folder = epath.Path(workdir)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "config.json"
-    path.write_text(config_to_json(config) + "\n")
-    return os.fspath(path)
+    fs.makedirs(workdir)
+    path = fs.join(workdir, "config.json")
+    fs.write_text(path, config_to_json(config) + "\n")
+    return path
 
 
 __all__ = ["ConfigError", "base_config", "config_to_json", "import_project", "known_projects", "load_config",

@@ -10,10 +10,10 @@ with the checkpoint step they take effect at, and config.json then holds the new
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any, Sequence
 
+from shared import fs
 from shared.config.loader import ConfigError
 
 HISTORY_FILE = "config_history.jsonl"
@@ -46,20 +46,19 @@ def _fmt(value: Any) -> str:
 
 
 def last_checkpoint_step(workdir: str) -> int | None:
-    folder = os.path.join(workdir, "checkpoints")
-    steps = [int(name) for name in os.listdir(folder) if name.isdigit()] if os.path.isdir(folder) else []
+    folder = fs.join(workdir, "checkpoints")
+    steps = [int(name) for name in fs.listdir(folder) if name.isdigit()] if fs.isdir(folder) else []
     return max(steps) if steps else None
 
 
 def check_workdir_config(new: dict, workdir: str, allow: Sequence[str] = ()) -> dict[str, tuple[Any, Any]]:
     """The changes of `new` (the config as JSON data) against <workdir>/config.json: {} for a new workdir or the
     same config; the allowed changes otherwise. Raises ConfigError (one line) on any change not allowed."""
-    path = os.path.join(workdir, "config.json")
-    if not os.path.exists(path):
+    path = fs.join(workdir, "config.json")
+    if not fs.exists(path):
         return {}
     try:
-        with open(path) as f:
-            old = json.load(f)
+        old = json.loads(fs.read_text(path))
     except (OSError, ValueError) as e:
         raise ConfigError(f"{path}: cannot read the workdir's config ({' '.join(str(e).split())}); "
                           "use a new --workdir") from None
@@ -74,10 +73,9 @@ def check_workdir_config(new: dict, workdir: str, allow: Sequence[str] = ()) -> 
 
 
 def record_changes(workdir: str, changes: dict[str, tuple[Any, Any]]) -> None:
-    """Appends one line {time, step, changes} to <workdir>/config_history.jsonl."""
+    """Appends one line {time, step, changes} to <workdir>/config_history.jsonl (on gs://: rewrites it)."""
     if not changes:
         return
     entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "from_step": last_checkpoint_step(workdir),
              "changes": {k: {"old": a, "new": b} for k, (a, b) in changes.items()}}
-    with open(os.path.join(workdir, HISTORY_FILE), "a") as f:
-        f.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
+    fs.append_text(fs.join(workdir, HISTORY_FILE), json.dumps(entry, sort_keys=True, default=str) + "\n")

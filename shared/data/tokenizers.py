@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from shared import fs
 from shared.registry import TOKENIZERS
 from shared.data.sources import DataError
 
@@ -90,8 +91,7 @@ class SentencePieceTokenizer(Tokenizer):
 
     @classmethod
     def load(cls, path: str) -> "SentencePieceTokenizer":
-        with open(path, "rb") as f:
-            return cls(f.read(), path=path)
+        return cls(fs.read_bytes(path), path=path)  # local or gs:// (a run's workdir)
 
     def encode(self, text: str) -> list[int]:
         return self.sp.encode(text)
@@ -242,11 +242,7 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int, *, model_type: st
     )
     proto = model.getvalue()
     if path:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        tmp = f"{path}.tmp.{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(proto)
-        os.replace(tmp, path)  # atomic: a concurrent reader never sees half a model
+        fs.write_bytes(path, proto)  # atomic (local or gs://): a concurrent reader never sees half a model
         log.info("trained sentencepiece %s model (vocab %d) -> %s", model_type, vocab_size, path)
     return SentencePieceTokenizer(proto, path=path)
 
@@ -268,8 +264,8 @@ def _make_byte(data_cfg, *, workdir: str | None, vocab_size: int, train_texts: T
 @TOKENIZERS.register("sentencepiece")
 def _make_sentencepiece(data_cfg, *, workdir: str | None, vocab_size: int,
                         train_texts: TrainTexts | None) -> Tokenizer:
-    path = _cfg_get(data_cfg, "tokenizer_path", "") or (os.path.join(workdir, "tokenizer.model") if workdir else "")
-    if path and os.path.isfile(path):
+    path = _cfg_get(data_cfg, "tokenizer_path", "") or (fs.join(workdir, "tokenizer.model") if workdir else "")
+    if path and fs.isfile(path):
         log.info("loading sentencepiece model %s", path)
         return SentencePieceTokenizer.load(path)
     if train_texts is None:

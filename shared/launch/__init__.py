@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from typing import Any, Sequence
 
 from absl import flags
 
+from shared import fs
 from shared.config import ConfigError, import_project, known_projects, load_config, validate, write_config
 from shared.launch.signals import Interrupted, raise_on_signals
 from shared.registry import UnknownNameError
@@ -141,7 +141,12 @@ def list_registries(out=sys.stdout) -> int:
 
 
 def check_workdir(workdir: str) -> None:
-    if os.path.exists(workdir) and not os.path.isdir(workdir):
+    """A local folder or an object-store prefix (gs://bucket/run, through shared.fs) whose package is installed."""
+    try:
+        fs.check_backend(workdir)
+    except ImportError as e:
+        raise ConfigError(f"--workdir={e}") from None
+    if fs.isfile(workdir):
         raise ConfigError(f"--workdir={workdir} is a file, not a folder")
 
 
@@ -176,7 +181,7 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
     import_project(config.project)
     validate(config, jax.device_count(), jax.process_count(), platform=jax.default_backend(), plan=plan)
     changes = check_workdir_config(json.loads(config_to_json(config)), workdir, allow_config_change)
-    created = not os.path.exists(workdir)
+    created = not fs.exists(workdir)
     if jax.process_index() == 0:
         record_changes(workdir, changes)
         write_config(config, workdir)
@@ -184,7 +189,7 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
         return TASKS.get(config.task)(config, workdir)
     except (DataError, CheckpointMismatchError, CheckpointDamagedError) as e:
         if created and jax.process_index() == 0:
-            shutil.rmtree(workdir, ignore_errors=True)
+            fs.remove_tree(workdir)
         raise ConfigError(" ".join(str(e).split())) from None
 
 

@@ -20,6 +20,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from shared import fs
 from shared.sweep import provenance, report
 from shared.sweep.hardware import gpu_names, visible_gpus
 from shared.sweep.table import (Point, Sweep, check_override_keys, config_spec, format_override_value,
@@ -219,6 +220,9 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     `launcher_cmd` replaces `python -m shared.launch` (tests use a fake launcher). `time_budget_s`: after this
     many seconds no point starts and running ones are stopped (SIGTERM: they checkpoint, so a re-run resumes
     them); the tables are written for the points that finished, the others are marked "not run"."""
+    if fs.is_remote(workdir):
+        raise ValueError(f"--workdir={workdir}: sweeps keep their tables, point logs and launch records on a local "
+                         "disk; use a local --workdir (a single run's workdir may be gs://: python -m shared.launch)")
     started_at = time.time()
     console = _Console(started_at, echo)
     sweep = load_sweep(config_path)

@@ -10,18 +10,18 @@ are refused with the reason). The run's own config.json decides the model; --mes
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
+from shared import fs
 from shared.train.load import load_run
 
 
 def export_run(workdir: str, out: str, fmt: str = "params", mesh: str | None = None) -> int:
     """Returns the exported step."""
-    if not os.path.exists(os.path.join(workdir, "config.json")):
-        raise FileNotFoundError(f"{os.path.join(workdir, 'config.json')}: no config.json (is --workdir a run "
+    if not fs.exists(fs.join(workdir, "config.json")):
+        raise FileNotFoundError(f"{fs.join(workdir, 'config.json')}: no config.json (is --workdir a run "
                                 f"directory?)")
-    if not os.path.isdir(os.path.join(workdir, "checkpoints")):
+    if not fs.isdir(fs.join(workdir, "checkpoints")):
         raise FileNotFoundError(f"{workdir}/checkpoints: no checkpoint to export")
 
     def check(config):

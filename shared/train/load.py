@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from typing import Any
+
+from shared import fs
 
 
 @dataclasses.dataclass
@@ -32,18 +33,17 @@ def load_run_config(path: str, config=None):
     a config.json path), else <path>/config.json, else <path>/../config.json. Returns (config, its folder)."""
     import ml_collections
 
-    folder = os.path.abspath(path)
+    folder = fs.absolute(path)  # local or gs://
     if config is None:
-        candidates = [os.path.join(folder, "config.json"), os.path.join(os.path.dirname(folder), "config.json")]
-        found = next((c for c in candidates if os.path.isfile(c)), None)
+        candidates = [fs.join(folder, "config.json"), fs.join(fs.dirname(folder), "config.json")]
+        found = next((c for c in candidates if fs.isfile(c)), None)
         if found is None:
             raise FileNotFoundError(f"no config.json at {candidates[0]} or {candidates[1]}; pass config= "
                                     f"(the run's config) to load {path}")
         config = found
     if isinstance(config, str):
-        with open(config) as f:
-            folder = os.path.dirname(os.path.abspath(config))
-            config = json.load(f)
+        folder = fs.dirname(fs.absolute(config))
+        config = json.loads(fs.read_text(config))
     if not isinstance(config, ml_collections.ConfigDict):
         config = ml_collections.ConfigDict(dict(config))
     if "model" not in config:  # a model-only config: wrap it in the base schema
@@ -68,7 +68,7 @@ def load_run(path: str, *, config=None, mesh=None, rules=None, mesh_preset: str 
         config.mesh.preset = mesh_preset
     if config.get("project"):
         import_project(config.project)
-    if os.path.isdir(os.path.join(path, "checkpoints")):
+    if fs.isdir(fs.join(path, "checkpoints")):
         return _restore_workdir(path, config, folder, mesh)
     return _import_params(path, config, folder, mesh, rules)
 

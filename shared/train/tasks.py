@@ -39,15 +39,15 @@ def run_params(workdir: str, abstract):
     """The latest checkpointed params of another run (its config.json rebuilds the model), placed like
     `abstract`."""
     import json
-    import os
 
     import ml_collections
 
-    path = os.path.join(workdir, "config.json")
-    if not os.path.exists(path):
+    from shared import fs
+
+    path = fs.join(workdir, "config.json")
+    if not fs.exists(path):
         raise FileNotFoundError(f"train.init_from=run:{workdir}: no config.json there")
-    with open(path) as f:
-        other = ml_collections.ConfigDict(json.load(f))
+    other = ml_collections.ConfigDict(json.loads(fs.read_text(path)))
     source = Trainer(other, workdir)
     if source.start_step == 0:
         raise FileNotFoundError(f"train.init_from=run:{workdir}: the run has no checkpoint")
@@ -103,13 +103,13 @@ def finished_summary(workdir: str, config, announce: str = "") -> dict | None:
     """The summary of a run that already reached train.steps in this workdir (re-running it is a no-op).
     announce: a task name; when the run is finished, say so on stdout as "[<announce>] ..."."""
     import json
-    import os
 
-    path = os.path.join(workdir, "summary.json")
-    if not os.path.exists(path):
+    from shared import fs
+
+    path = fs.join(workdir, "summary.json")
+    if not fs.exists(path):
         return None
-    with open(path) as f:
-        summary = json.load(f)
+    summary = json.loads(fs.read_text(path))
     if summary.get("steps", -1) < config.train.steps:
         return None
     if announce:

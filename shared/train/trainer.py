@@ -25,6 +25,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from shared import fs
 from shared import sharding as sh
 from shared.checkpoint import Checkpointer, install_preemption_handler
 from shared.metrics import (MetricsWriter, ProgressBar, latest_values, mfu_on_devices, peak_flops_per_device,
@@ -99,7 +100,7 @@ class Trainer:
         # the shardings saved here) lives on the same devices as the params.
         opt_state = self._replicate_stray(opt_state)
         self.state = {"params": params, "opt": opt_state, **scalars}
-        self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep_checkpoints,
+        self.checkpointer = Checkpointer(fs.join(workdir, "checkpoints"), keep=config.train.keep_checkpoints,
                                          async_save=config.train.async_checkpoint)
         self.data_state = None
         self.start_step = 0
@@ -185,6 +186,9 @@ class Trainer:
 
     def save(self, step: int, data_iter=None, force: bool = False) -> bool:
         data_state = data_iter.get_state() if data_iter is not None and hasattr(data_iter, "get_state") else None
+        # Rows up to this step become durable no later than the checkpoint (a gs:// workdir's metrics.jsonl is
+        # uploaded in batches), so a resumed run finds every row the checkpoint covers.
+        self.metrics_writer.flush()
         saved = self.checkpointer.save(step, self.state, data_state=data_state,
                                        config=json.loads(self.config.to_json_best_effort()), force=force)
         if saved:
@@ -309,9 +313,7 @@ def send_test_signal(train_cfg) -> None:
 
 
 def write_summary(workdir: str, summary: dict) -> None:
+    """<workdir>/summary.json (local or gs://), written atomically by process 0: present = finished."""
     if jax.process_index() != 0:
         return
-    path = os.path.join(workdir, "summary.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(summary, f, indent=2, sort_keys=True, default=float)
-    os.replace(path + ".tmp", path)
+    fs.write_text(fs.join(workdir, "summary.json"), json.dumps(summary, indent=2, sort_keys=True, default=float))
