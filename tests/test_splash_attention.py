@@ -145,17 +145,21 @@ def test_sharded_splash_decoder_equals_one_device(shape):
 
 AOT_SCRIPT = textwrap.dedent("""
     import re
-    from shared.aot import compile_train_step, topology_devices
+    from shared import sharding as sh
+    from shared.aot import Options, Slice, programs
     from shared.config import load_config
     for preset, overrides in [
             ("v5e_16", ["model.dtype=bfloat16", "mesh.tensor=2", "mesh.fsdp=-1"]),  # heads split over tensor
             ("v5p_8", ["model.dtype=bfloat16", "model.sliding_window=32", "data.seq_len=96", "model.n_kv_heads=1"])]:
         config = load_config("experiments/quickstart.py", ["model.attention=splash", *overrides])
         config.mesh.preset = preset
-        chip, devices = topology_devices(preset)
-        compiled, report = compile_train_step(config, devices, chip, preset)
+        sl = Slice.of(preset)
+        (train,) = programs(config, sl, Options(steps=("train",)))  # the run's own jitted train step
+        with sh.use_mesh(train.mesh, train.rules):
+            compiled = train.fn.lower(*train.args, **train.kwargs).compile()
         kernels = sorted(set(re.findall(r"splash_mha_[a-z_]+", compiled.as_text())))
-        print("compiled", preset, chip, len(devices), report.needed_bytes, ",".join(kernels))
+        print("compiled", preset, sl.chip, len(sl.devices), compiled.memory_analysis().temp_size_in_bytes,
+              ",".join(kernels))
 """)
 
 

@@ -207,6 +207,15 @@ class PPOTSSampler:
         self.density = GridDensity(self.record["grid"], self.record["density"], float(self.options["max_weight"]))
         return self.record
 
+    def prepare_abstract(self) -> None:
+        """A stand-in density on the grid `prepare` would fit (uniform values, same number of points), so the
+        training step can be compiled ahead of time without the estimation pass at theta0 (shared.aot)."""
+        b = int(self.options["grid"])
+        points = int(self.options["fine_grid"]) if self.options["fit"] == "epr" else b - 1
+        points += 2 if self.options["support"] == "full" else 0
+        grid = np.linspace(0.0, 1.0, points)
+        self.density = GridDensity(grid, np.ones_like(grid), float(self.options["max_weight"]))
+
     def __call__(self, rng, n):
         if self.density is None:
             raise RuntimeError("mdm_variance/ppots: the sampler must be prepared at theta0 before training "

@@ -123,6 +123,18 @@ def theta0_dir(config, workdir: str, kind: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(workdir)), "_theta0", f"{name}_{kind}_{digest}")
 
 
+def theta0_config(config, kind: str) -> ml_collections.ConfigDict:
+    """The config stage A trains theta0 with (mdm_variance.theta0's seed, steps, batch and schedule; MDM: every
+    token maskable; ARM: the next-token loss on the whole row)."""
+    opts = config.mdm_variance.theta0
+    return derived(config, {"seed": int(opts.seed), "model.causal": kind == "arm",
+                            "train.steps": int(opts.steps), "train.batch_size": int(opts.batch_size),
+                            "train.eval_batches": 0, "train.checkpoint_every": int(opts.steps),
+                            "train.loss": "lm_xent", "optim.lr": float(opts.lr),
+                            "optim.warmup_steps": int(opts.warmup_steps), "optim.schedule": "cosine",
+                            "diffusion.stage": "pretrain"})
+
+
 def ensure_theta0(config, workdir: str, kind: str) -> str:
     """Trains theta0 unless its folder already holds a summary; returns the folder."""
     directory = theta0_dir(config, workdir, kind)
@@ -130,12 +142,7 @@ def ensure_theta0(config, workdir: str, kind: str) -> str:
         if os.path.exists(os.path.join(directory, "summary.json")):
             return directory
         opts = config.mdm_variance.theta0
-        cfg = derived(config, {"seed": int(opts.seed), "model.causal": kind == "arm",
-                               "train.steps": int(opts.steps), "train.batch_size": int(opts.batch_size),
-                               "train.eval_batches": 0, "train.checkpoint_every": int(opts.steps),
-                               "train.loss": "lm_xent", "optim.lr": float(opts.lr),
-                               "optim.warmup_steps": int(opts.warmup_steps), "optim.schedule": "cosine",
-                               "diffusion.stage": "pretrain"})
+        cfg = theta0_config(config, kind)
         os.makedirs(directory, exist_ok=True)
         write_config(cfg, directory)
         tokenizer = tokenizer_of(cfg, directory)
@@ -227,6 +234,22 @@ def stats_of(values) -> dict:
 # ------------------------------------------------------------------------------------------ stage B: fine-tuning
 
 
+def finetune_base(config, kind: str) -> ml_collections.ConfigDict:
+    """Stage B's config before the replica's batch: the kind's attention (ARM causal) and the SFT loss."""
+    return derived(config, {"model.causal": kind == "arm", "train.loss": "sft_xent"})
+
+
+def replica_batch_size(base) -> int:
+    """train.batch_size times the method's batch multiplier (the compute-matched controls)."""
+    return int(base.train.batch_size) * int(method_spec(base.mdm_variance.method).get("batch_multiplier", 1))
+
+
+def replica_config(base) -> ml_collections.ConfigDict:
+    """The config one fine-tuning replica's Trainer gets (no periodic eval: greedy accuracy and the held-out loss
+    are measured after training)."""
+    return derived(base, {"train.batch_size": replica_batch_size(base), "train.eval_batches": 0})
+
+
 @TASKS.register("mdm_variance/finetune")
 def finetune(config, workdir: str) -> dict:
     start_time = time.time()
@@ -238,7 +261,7 @@ def finetune(config, workdir: str) -> dict:
     kind = kind_of(config)
     use_compile_cache(config, workdir)
     os.makedirs(workdir, exist_ok=True)
-    base = derived(config, {"model.causal": kind == "arm", "train.loss": "sft_xent"})
+    base = finetune_base(config, kind)
     tokenizer = tokenizer_of(base, workdir)
     mask_id = mask_id_for(base, tokenizer) if kind == "mdm" else None
     train_rows = make_rows(tokenizer, load_examples(base, "train", int(base.data.n_train)), int(base.data.seq_len),
@@ -247,8 +270,7 @@ def finetune(config, workdir: str) -> dict:
     test_rows = make_rows(tokenizer, test, int(base.data.seq_len), "mdm_variance.eval_examples")
     theta0 = theta0_params(ensure_theta0(base, workdir, kind))
     t_sampler, mask_sampler = build_samplers(base, tokenizer)
-    mult = int(spec.get("batch_multiplier", 1))
-    batch_size = int(base.train.batch_size) * mult
+    batch_size = replica_batch_size(base)
 
     from shared.train.sft import SFTBatchIterator
 
@@ -263,7 +285,7 @@ def finetune(config, workdir: str) -> dict:
             continue
         # config.seed stays theta0's: the model-init program (whose result theta0 replaces) is then the same for
         # every replica and compiles once; the replica seed drives the step rng and the data order below.
-        cfg = derived(base, {"train.batch_size": batch_size, "train.eval_batches": 0})
+        cfg = replica_config(base)
         cfg.mdm_variance.replica_seed = seed
         os.makedirs(seed_dir, exist_ok=True)
         write_config(cfg, seed_dir)

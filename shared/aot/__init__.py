@@ -1,201 +1,98 @@
-"""Ahead-of-time compile of a run's training step for a TPU topology, on a machine without a TPU.
+"""Ahead-of-time compile of every jitted step a run makes, for a TPU topology, on a machine without a TPU.
 
-    python -m shared.aot --config=experiments/<p>/<x>.py[:variant] --mesh=v5e_16 [--config.a.b=v ...]
+    python -m shared.aot --config=experiments/<p>/<x>.py[:variant] --mesh=v5e_16 [--steps=all|NAME,...]
+        [--prompt_len=256] [--json=FILE] [--config.a.b=v ...]
+    python -m shared.aot.fit_table --out=tpu_configs/FIT.md      # the paper-scale configs (shared/aot/fit_table.py)
 
-With `jax[tpu]` installed (libtpu), `jax.experimental.topologies` describes the preset's TPU slice; the Trainer's
-jitted, donated train step is built exactly as a run builds it (the model, the optimizer and its sharded state,
-the loss of config.train.loss, gradient accumulation over train.micro_batches) on abstract inputs placed on that
-topology, lowered and compiled. It prints per chip the argument / temp / output bytes against the chip's HBM,
-the FLOPs and bytes accessed of the step, and a step-time and MFU estimate from those and the chip's peak. A
-config that does not fit exits 1 with one line naming the chip, the bytes needed and the HBM.
+With `jax[tpu]` installed (libtpu), `jax.experimental.topologies` describes the preset's TPU slice (multislice
+presets too: v5p_256x2 is two v5p-256 slices). Each jitted program the task compiles in a run is built by the
+run's own code (the loss functions, `make_train_step` through `Trainer.train_step`, `RMTrainer._make_step`, the
+learner's log-prob pass and micro-batch split, the rollout role's `Rollout` and `Sampler`) on abstract inputs
+placed on that topology with the shardings a run gives them (shared/aot/steps.py), lowered and compiled. What a
+run sizes from the device's free memory (rl.micro_batch_tokens, rl.rollout_max_rows and rl.rollout_mesh at 0 /
+"auto", shared/rl/budget.py) is sized by the same functions with the chip's HBM as the limit and the run's
+resident state at that point (training state, reference, rollout copy) as in use.
 
-Covered: the tasks whose step is the Trainer's LM step (pretrain, sft). Not yet: the RL update and the sampler's
-prefill / decode, the RM and MDM steps.
+Per program it prints per chip the argument / temp / output bytes, what the run holds in HBM besides the
+program's arguments while it runs (RL: the optimizer state during a rollout, the reference), their sum
+("needed") against the chip's HBM, the FLOPs and bytes accessed, and the time at the chip's peak (model FLOPs /
+peak FLOP/s; for the sampler's decode loop at least the weights and the written KV cache read once per decode
+step / HBM bandwidth, when that is longer). Then the run's largest need and one step's time (RL: every program x
+its calls per RL step). A program the TPU compiler refuses for lack of HBM, or whose need exceeds the HBM, makes
+the command exit 1 with one line naming the program, the chip, the bytes needed and the HBM.
+
+Covered (the program names; `--steps` takes names or prefixes, e.g. `--steps=rl` or `--steps=sampler`):
+  train                  the Trainer's jitted, donated step (gradient accumulation over train.micro_batches) of
+                         pretrain and sft (loss config.train.loss; packed text or SFT rows), rm and the project
+                         tasks in shared.rm.RM_TASKS (Bradley-Terry loss; with rm.loss_hooks RMTrainer's step
+                         that also updates the hooks' own parameters `aux`; pair columns a hook reads are found by
+                         tracing), mdm (the masked-diffusion loss with config.diffusion's samplers; a t-sampler
+                         fitted at theta0, P-POTS, is compiled with its prepare_abstract() stand-in density)
+  rl/sft_warmup          the RL task's SFT warm start (rl.warmup_sft_steps > 0 without train.init_from)
+  rl/update              one optimizer step of the RL update: the policy loss (+ KL, entropy, the critic's loss)
+                         on prompts_per_step x group_size / rl.mini_batches rollouts, in the micro-batches the
+                         learner picks (update_micro_rows: rl.micro_batch_tokens, at least train.micro_batches)
+  rl/logprobs            the behaviour log-prob pass, when the learner needs one (needs_behaviour_pass)
+  rl/ref_logprobs        the same pass over the compute-dtype reference (rl.kl_coef > 0)
+  sampler/generate       the rollout: the Sampler's one program (prefill and the decode while-loop) on the rollout
+                         role's mesh, in the calls Sampler.call_plan makes of rl.rollout_max_rows rows; prompts
+                         are --prompt_len tokens (default 256: no tokenizer or data is read)
+  sampler/pooled         the pooled-hidden forward over a sampler call's rows, when an RL hook asks for the
+                         rollouts' hidden states (CLIPO)
+  mdm_variance/theta0, mdm_variance/finetune
+                         projects/mdm_variance/aot.py: stage A's step and a replica's fine-tuning step
+A project adds its task's programs with `register_steps(task)` in `projects/<p>/aot.py` (imported by name).
+
+Not yet: evaluation programs (the Trainer's eval step, the RL greedy / pass@k rollouts, which run in calls of at
+most rl.rollout_max_rows rows like the training rollouts; SFT greedy and LLaDA decoding), the CLIPO head's small
+jits, the mdm_variance variance task's measurement passes; the time of collectives (the estimate is compute or
+HBM bound only); XLA's own reservations on the chip beyond what the compiler reports. Nothing here has run on
+TPU hardware.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
-import re
-from typing import Any
+from typing import Callable
 
-# Per chip: HBM bytes and dense bf16 peak FLOP/s (public TPU specifications).
-TPU_CHIPS = {
-    "v4": {"hbm": 32 * 2**30, "peak": 275e12},
-    "v5e": {"hbm": 16 * 2**30, "peak": 197e12},
-    "v5p": {"hbm": 95 * 2**30, "peak": 459e12},
-    "v6e": {"hbm": 32 * 2**30, "peak": 918e12},
-}
-# The physical shape of each TPU preset's slice (tpu_configs/TOPOLOGY.md); multislice presets add "slices".
-TOPOLOGIES = {
-    "v4_8": ("v4", "2x2x1", 1), "v5p_8": ("v5p", "2x2x1", 1), "v5p_64": ("v5p", "4x4x2", 1),
-    "v5p_256": ("v5p", "4x4x8", 1), "v5p_256x2": ("v5p", "4x4x8", 2), "v5e_16": ("v5e", "4x4", 1),
-    "v5e_256": ("v5e", "16x16", 1), "v6e_8": ("v6e", "2x4", 1), "v6e_256": ("v6e", "16x16", 1),
-}
+from shared.aot.core import (GIB, LOGPROB_HINT, RL_UPDATE_HINT, SAMPLER_HINT, STEP_BUILDERS,  # noqa: F401
+                             TOPOLOGIES, TPU_CHIPS, DoesNotFit, Options, Program, Report, Slice, compile_program,
+                             does_not_fit_message, duration, register_steps, run_step_time_s, slice_header,
+                             summary_line, topology_devices)
 
 
-_FIT_HINT = "try model.remat, more train.micro_batches, or a larger slice"
+def builder_for(config) -> Callable:
+    import importlib
 
+    from shared.aot import steps as builtin_steps  # registers the built-in builders
 
-class DoesNotFit(RuntimeError):
-    """The compiled step needs more HBM per chip than the chip has."""
-
-
-@dataclasses.dataclass
-class Report:
-    preset: str
-    chip: str
-    chips: int
-    argument_bytes: int
-    temp_bytes: int
-    output_bytes: int
-    alias_bytes: int
-    model_flops: float        # per chip, one step: the model's training FLOPs (shared.metrics.flops, MaxText
-                              # convention); XLA's cost analysis counts a loop body once (layers, micro-batches)
-    xla_flops: float          # per chip: XLA's cost analysis of the compiled step, as it reports it
-    bytes_accessed: float     # per chip: XLA's cost analysis (loop bodies counted once too)
-    tokens: int               # per step, whole slice
-
-    @property
-    def hbm(self) -> int:
-        return TPU_CHIPS[self.chip]["hbm"]
-
-    @property
-    def peak(self) -> float:
-        return TPU_CHIPS[self.chip]["peak"]
-
-    @property
-    def needed_bytes(self) -> int:
-        """Live bytes per chip: arguments and temporaries, plus outputs not aliased to (donated) arguments."""
-        return self.argument_bytes + self.temp_bytes + max(0, self.output_bytes - self.alias_bytes)
-
-    @property
-    def step_time_s(self) -> float:
-        """Compute-bound estimate: the step's model FLOPs at the chip's peak (a lower bound on the real time)."""
-        return self.model_flops / self.peak
-
-    def lines(self) -> list[str]:
-        gib = 2**30
-        return [
-            f"{self.preset}: {self.chips} x TPU {self.chip} ({self.hbm / gib:.0f} GiB HBM, {self.peak / 1e12:.0f} "
-            f"TFLOP/s bf16 each)",
-            f"  per chip: arguments {self.argument_bytes / gib:.3f} GiB, temporaries {self.temp_bytes / gib:.3f} GiB, "
-            f"outputs {self.output_bytes / gib:.3f} GiB (aliased {self.alias_bytes / gib:.3f}); needed "
-            f"{self.needed_bytes / gib:.3f} of {self.hbm / gib:.0f} GiB ({self.needed_bytes / self.hbm:.1%})",
-            f"  per chip per step: {self.model_flops / 1e12:.3f} TFLOP of model math (XLA's cost analysis: "
-            f"{self.xla_flops / 1e12:.3f} TFLOP, {self.bytes_accessed / gib:.3f} GiB accessed, loop bodies once)",
-            f"  at peak: {self.step_time_s * 1e3:.1f} ms per step, {self.tokens / max(self.step_time_s, 1e-12):,.0f} "
-            f"tokens/s over the slice; at 40% MFU: {self.step_time_s / 0.4 * 1e3:.1f} ms per step",
-        ]
-
-
-def topology_devices(preset: str):
-    """The TPU devices of a preset's slice(s), from jax.experimental.topologies (needs libtpu, no TPU)."""
-    import os
-
-    # libtpu takes an exclusive lock on /tmp/libtpu_lockfile, meant to keep two processes off one TPU; here there is
-    # no TPU, and parallel test workers or a second check on the same host would fail with "ABORTED ... lockfile".
-    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    from jax.experimental import topologies
-
-    if preset not in TOPOLOGIES:
-        raise ValueError(f"--mesh={preset}: not a TPU preset with a known topology ({', '.join(sorted(TOPOLOGIES))})")
-    chip, shape, slices = TOPOLOGIES[preset]
-    try:
-        desc = topologies.get_topology_desc(topology_name=f"{chip}:{shape}", platform="tpu", num_slices=slices)
-    except Exception as e:  # libtpu missing or too old
-        raise RuntimeError(f"cannot describe TPU {chip}:{shape} x{slices}: {' '.join(str(e).split())[:300]} "
-                           f"(install the TPU extra: pip install -e '.[tpu]')") from None
-    return chip, list(desc.devices)
-
-
-def batch_spec(config) -> dict[str, tuple[tuple[int, ...], Any]]:
-    """The global batch the task feeds its train step: {name: (shape, dtype)}."""
-    import numpy as np
-
-    shape = (int(config.train.batch_size), int(config.data.seq_len))
-    keys = {"inputs": np.int32, "targets": np.int32, "segment_ids": np.int32, "positions": np.int32,
-            "loss_mask": np.float32}
-    if config.task == "sft":
-        keys["prompt_mask"] = np.float32
-    elif config.task != "pretrain":
-        raise ValueError(f"task={config.task!r}: the AOT check covers the LM train step (pretrain, sft) so far")
-    return {name: (shape, dtype) for name, dtype in keys.items()}
-
-
-def compile_train_step(config, devices, chip: str, preset: str):
-    """(compiled step, Report) of the Trainer's train step on `devices` (TPU topology devices)."""
-    import jax
-    import jax.numpy as jnp
-    from flax import nnx
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-    from shared import sharding as sh
-    from shared.config.mesh import MESH_AXES, MeshPlan
-    from shared.model import attention_implementation, build_model
-    from shared.train.optim import make_optimizer
-    from shared.train.step import lm_loss_fn, make_train_step
-
-    plan = MeshPlan.from_config(config.mesh)
-    mesh = Mesh(plan.device_grid(devices, multi_process=True), MESH_AXES)
-    rules = sh.merge_rules(plan.rule_overrides)
-    attention = attention_implementation(config.model, plan.preset, "tpu")
-    with sh.use_mesh(mesh, rules):
-        graphdef, abstract = nnx.split(nnx.eval_shape(lambda: build_model(config.model)))
-        shardings = sh.state_shardings(abstract, mesh, rules).to_pure_dict()
-        params = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
-                              abstract.to_pure_dict(), shardings)
-        optimizer, schedule = make_optimizer(config.optim, int(config.train.steps), params)
-        replicated = NamedSharding(mesh, PartitionSpec())
-        opt_abstract = jax.eval_shape(optimizer.init, params)
-        structure = jax.tree.structure(params)
-
-        def place(node):  # as Trainer._init_opt_state: params-shaped leaves sharded like their parameter
-            if jax.tree.structure(node) == structure:
-                return jax.tree.map(lambda x, p: jax.ShapeDtypeStruct(
-                    x.shape, x.dtype, sharding=p.sharding if x.shape == p.shape else replicated), node, params)
-            return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), node)
-
-        opt = jax.tree.map(place, opt_abstract, is_leaf=lambda n: jax.tree.structure(n) == structure)
-        key = jax.eval_shape(lambda: jax.random.key(0))
-        state = {"params": params, "opt": opt,
-                 "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated),
-                 "rng": jax.ShapeDtypeStruct(key.shape, key.dtype, sharding=replicated),
-                 "nonfinite": jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated)}
-        batch = {name: jax.ShapeDtypeStruct(shape, dtype, sharding=sh.batch_sharding(mesh, len(shape)))
-                 for name, (shape, dtype) in batch_spec(config).items()}
-        step = jax.jit(make_train_step(graphdef, lm_loss_fn(config, attention), optimizer, schedule, config, mesh),
-                       donate_argnums=0)
-        lowered = step.lower(state, batch)
+    task = str(config.task)
+    builtin_steps.register_rm_tasks()  # projects' RM tasks (shared.rm.RM_TASKS) compile as the rm task
+    if task not in STEP_BUILDERS and config.get("project"):
+        project = str(config.project)
+        module = f"{project if '.' in project else 'projects.' + project}.aot"
         try:
-            compiled = lowered.compile()
-        except Exception as e:  # the TPU compiler refuses a program whose temporaries exceed HBM
-            message = " ".join(str(e).split())
-            if "RESOURCE_EXHAUSTED" not in message and "Ran out of memory" not in message:
+            importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:
                 raise
-            needed = re.search(r"required for [^(]*\(([\d.]+[KMGT]?)\)", message)
-            raise DoesNotFit(f"{preset}: the train step needs {needed.group(1) if needed else 'more than'} "
-                             f"bytes of temporaries per TPU {chip} chip but it has "
-                             f"{TPU_CHIPS[chip]['hbm'] / 2**30:.0f} GiB HBM ({_FIT_HINT})") from None
-    memory = compiled.memory_analysis()
-    cost = compiled.cost_analysis() or {}
-    if isinstance(cost, list):
-        cost = cost[0] if cost else {}
-    from shared.metrics.flops import training_flops_per_token
-
-    tokens = math.prod(next(iter(batch_spec(config).values()))[0])
-    model_flops = training_flops_per_token(config.model, int(config.data.seq_len)) * tokens / len(devices)
-    return compiled, Report(preset, chip, len(devices), int(memory.argument_size_in_bytes),
-                            int(memory.temp_size_in_bytes), int(memory.output_size_in_bytes),
-                            int(memory.alias_size_in_bytes), model_flops, float(cost.get("flops", 0.0)),
-                            float(cost.get("bytes accessed", 0.0)), int(tokens))
+    if task not in STEP_BUILDERS:
+        raise ValueError(f"task={task!r}: the AOT check knows the programs of {', '.join(sorted(STEP_BUILDERS))} "
+                         f"(a project adds its task's with shared.aot.register_steps in projects/<p>/aot.py)")
+    return STEP_BUILDERS[task]
 
 
-def check(config, preset: str) -> Report:
-    """Compiles config's train step for `preset`'s TPU topology; raises DoesNotFit when it does not fit."""
-    chip, devices = topology_devices(preset)
-    _, report = compile_train_step(config, devices, chip, preset)
-    if report.needed_bytes > report.hbm:
-        raise DoesNotFit(f"{preset}: the train step needs {report.needed_bytes / 2**30:.2f} GiB per TPU {chip} chip "
-                         f"but it has {report.hbm / 2**30:.0f} GiB HBM ({_FIT_HINT})")
-    return report
+def programs(config, sl: Slice, options: Options | None = None) -> list[Program]:
+    """The jitted programs a run of `config` compiles on the slice (those options.steps selects)."""
+    options = options or Options()
+    built = builder_for(config)(config, sl, options)
+    chosen = [p for p in built if options.wants(p.step)]
+    if not chosen:
+        names = ", ".join(p.step for p in built) or "none"
+        raise ValueError(f"--steps={','.join(options.steps)}: no such program in this run (it has: {names})")
+    return chosen
+
+
+def check(config, preset: str, options: Options | None = None) -> list[Report]:
+    """Compiles every program of config's run for `preset`'s TPU topology: one Report per program (see
+    does_not_fit_message for the verdict)."""
+    sl = Slice.of(preset)
+    return [compile_program(p, sl) for p in programs(config, sl, options)]

@@ -340,12 +340,24 @@ class Sampler:
             shards = math.prod(self.mesh.shape[a] for a in axes if a in self.mesh.shape)
         return math.lcm(shards, self.row_multiple)
 
+    def row_sharding(self, shape) -> NamedSharding:
+        """The sharding of a rows-first input of this shape: rows split over the axes `act_batch` maps to."""
+        names = (sh.ACT_BATCH,) + (None,) * (len(shape) - 1)
+        return NamedSharding(self.mesh, sh.spec_for(names, shape, mesh=self.mesh, rules=self.rules))
+
     def _to_device(self, x: np.ndarray):
         if self.mesh is None:
             return jnp.asarray(x)
-        names = (sh.ACT_BATCH,) + (None,) * (x.ndim - 1)
-        return sh.place_whole(x, NamedSharding(self.mesh, sh.spec_for(names, x.shape, mesh=self.mesh,
-                                                                      rules=self.rules)))
+        return sh.place_whole(x, self.row_sharding(x.shape))
+
+    def call_plan(self, prompts: int, n: int, max_rows: int = 0) -> tuple[int, int, int]:
+        """(prompts per device call, padded rows per call, calls) of `generate` over `prompts` prompts x n
+        samples with at most max_rows rows per call (0: one call)."""
+        multiple = self.batch_multiple()
+        if not max_rows or prompts * n <= max_rows:
+            return prompts, -(-prompts * n // multiple) * multiple, 1
+        per_call = max(1, int(max_rows) // n)
+        return per_call, -(-per_call * n // multiple) * multiple, -(-prompts // per_call)
 
     @staticmethod
     def bucket_for(length: int, buckets) -> int:
@@ -385,11 +397,9 @@ class Sampler:
         self._check(prompts, sampling)
         p = self.bucket_for(max(len(x) for x in prompts), sampling.prompt_buckets)
         n = sampling.n
-        if not max_rows or len(prompts) * n <= max_rows:
+        per_call, padded, calls = self.call_plan(len(prompts), n, max_rows)
+        if calls == 1:
             return self._generate_rows(params, prompts, sampling, rng, p, 0, None, return_hidden)
-        per_call = max(1, int(max_rows) // n)
-        multiple = self.batch_multiple()
-        padded = -(-per_call * n // multiple) * multiple
         parts, steps = [], 0
         for first in range(0, len(prompts), per_call):
             parts.append(self._generate_rows(params, prompts[first:first + per_call], sampling, rng, p, first * n,

@@ -152,6 +152,49 @@ def policy_outputs(graphdef, params, batch, attention: str, critic: Critic | Non
     return stats.logp * batch["mask"], stats.entropy * batch["mask"], values
 
 
+def behaviour_fn(graphdef, attention: str, critic: Critic | None = None):
+    """`(params, batch) -> (logp [N,T], the critic's values [N,T] or None)`: the log-prob pass the learner jits
+    once and runs for the behaviour policy (float32 masters) and the reference (compute-dtype params)."""
+    return lambda params, batch: policy_outputs(graphdef, params, batch, attention, critic)[::2]
+
+
+def micro_rows(n: int, seq_len: int, tokens_per_device: int, batch_multiple: int,
+               min_count: int = 1) -> tuple[int, int]:
+    """(rows per micro-batch, micro-batches) covering n rows of seq_len tokens within the token budget: the
+    fewest micro-batches (at least min_count), each a multiple of the batch shards, as even as possible (least
+    padding)."""
+    most = budget.rows_per_micro_batch(tokens_per_device, seq_len, batch_multiple)
+    count = max(-(-n // most), min_count)
+    per = -(-n // count)
+    rows = -(-per // batch_multiple) * batch_multiple
+    return rows, count
+
+
+def update_micro_rows(config, n: int, seq_len: int, micro_batch_tokens: int,
+                      batch_multiple: int) -> tuple[int, int]:
+    """(rows per micro-batch, micro-batches) of one optimizer step of the update over a rollout of n rows of
+    seq_len (prompt bucket + max_new_tokens) tokens: its mini-batch of n / rl.mini_batches rows in micro-batches
+    of micro_batch_tokens tokens per device, at least train.micro_batches of them."""
+    k = int(config.rl.mini_batches)
+    if n % k:
+        raise ValueError(f"rl.mini_batches={k} does not divide the {n} rollouts of a step")
+    return micro_rows(n // k, seq_len, micro_batch_tokens, batch_multiple, int(config.train.micro_batches))
+
+
+def logprob_micro_rows(n: int, seq_len: int, micro_batch_tokens: int, batch_multiple: int) -> tuple[int, int]:
+    """(rows per micro-batch, micro-batches) of a log-prob pass (behaviour / reference) over n rows: a forward
+    only, so budget.FORWARD_BUDGET_FACTOR times the update's tokens per micro-batch."""
+    return micro_rows(n, seq_len, micro_batch_tokens * budget.FORWARD_BUDGET_FACTOR, batch_multiple)
+
+
+def needs_behaviour_pass(rl, has_critic: bool, has_reference: bool) -> bool:
+    """RLLearner.needs_behaviour_pass for a config's rl group, with or without a critic and a reference."""
+    if str(rl.get("behaviour_pass", "auto")) == "always":
+        return True
+    return not (int(rl.num_iterations) == 1 and int(rl.mini_batches) == 1 and not has_critic
+                and not (rl.kl_in_reward and has_reference))
+
+
 def rl_loss_fn(config, attention: str, critic: Critic | None = None):
     """The Trainer loss_fn of an RL update: policy loss (+ KL in the loss, - entropy bonus, + the critic's loss)."""
     rl = config.rl
@@ -280,8 +323,7 @@ class RLLearner:
         self.reference = (Reference.build(config, self.actor, init_params, self.logprob_pass)
                           if self.rl.kl_coef > 0 else None)
         attention, graphdef, critic = self.trainer.attention, self.trainer.graphdef, self.critic
-        self._behaviour = jax.jit(lambda params, batch: policy_outputs(graphdef, params, batch, attention,
-                                                                       critic)[::2])
+        self._behaviour = jax.jit(behaviour_fn(graphdef, attention, critic))
         self.rng = jax.random.fold_in(jax.random.key(config.seed), 1)
         self.step: int | None = None   # the RL step being run (None outside the loop)
         # the rollout copy of the weights is dropped before the update (build_batch), so it is not budgeted here
@@ -454,18 +496,14 @@ class RLLearner:
         is the behaviour policy; TRL skips it likewise) and nothing else reads them (a critic's values, a KL
         penalty in the reward). rl.behaviour_pass = "always" keeps the pass (e.g. to log ppo_kl against the
         sampler)."""
-        rl = self.rl
-        if str(rl.get("behaviour_pass", "auto")) == "always":
-            return True
-        return not (int(rl.num_iterations) == 1 and int(rl.mini_batches) == 1 and self.critic is None
-                    and not (rl.kl_in_reward and self.reference is not None))
+        return needs_behaviour_pass(self.rl, self.critic is not None, self.reference is not None)
 
     def logprob_pass(self, params, batch: dict) -> tuple[np.ndarray, np.ndarray | None]:
         """(log-probs [N,T], values [N,T] or None) of the rollout under `params`, in micro-batches of
         rl.micro_batch_tokens x budget.FORWARD_BUDGET_FACTOR tokens per device (no activations kept)."""
         inputs = {name: batch[name] for name in ("prompt_tokens", "tokens", "prompt_lengths", "mask")}
         n, seq = inputs["tokens"].shape[0], inputs["tokens"].shape[1] + inputs["prompt_tokens"].shape[1]
-        rows, count = self._micro_rows(n, seq, self.micro_batch_tokens * budget.FORWARD_BUDGET_FACTOR)
+        rows, count = logprob_micro_rows(n, seq, self.micro_batch_tokens, self.batch_multiple)
         padded = _pad_rows(inputs, rows * count)
         logps, values = [], []
         with sh.use_mesh(self.mesh, self.trainer.rules):
@@ -479,14 +517,8 @@ class RLLearner:
         return np.concatenate(logps)[:n], None if values is None else np.concatenate(values)[:n]
 
     def _micro_rows(self, n: int, seq_len: int, tokens_per_device: int, min_count: int = 1) -> tuple[int, int]:
-        """(rows per micro-batch, micro-batches) covering n rows of seq_len tokens within the token budget: the
-        fewest micro-batches (at least min_count), each a multiple of the batch shards, as even as possible
-        (least padding)."""
-        most = budget.rows_per_micro_batch(tokens_per_device, seq_len, self.batch_multiple)
-        count = max(-(-n // most), min_count)
-        per = -(-n // count)
-        rows = -(-per // self.batch_multiple) * self.batch_multiple
-        return rows, count
+        """micro_rows on this learner's batch shards."""
+        return micro_rows(n, seq_len, tokens_per_device, self.batch_multiple, min_count)
 
     def update(self, batch: dict, key) -> dict:
         """num_iterations passes of mini_batches optimizer steps over the rollout batch; each optimizer step
@@ -494,10 +526,8 @@ class RLLearner:
         masked copies to equal micro-batches: they weigh 0 in every loss aggregation)."""
         n = batch["tokens"].shape[0]
         k = int(self.rl.mini_batches)
-        if n % k:
-            raise ValueError(f"rl.mini_batches={k} does not divide the {n} rollouts of a step")
         seq = batch["tokens"].shape[1] + batch["prompt_tokens"].shape[1]
-        rows, count = self._micro_rows(n // k, seq, self.micro_batch_tokens, int(self.config.train.micro_batches))
+        rows, count = update_micro_rows(self.config, n, seq, self.micro_batch_tokens, self.batch_multiple)
         step = self.trainer.train_step(count)
         last = {}
         with sh.use_mesh(self.mesh, self.trainer.rules):
@@ -536,13 +566,18 @@ class RLLearner:
         check = self.reward.checker()
         out = {}
         for split, examples in self.eval_sets.items():
-            rollout = self.sampler.generate(self.rollout_params(), self.encode_prompts(examples),
-                                            self.sampling_params(greedy=True, n=1), jax.random.key(0))
+            # in calls of at most rollout_max_rows rows, as the training rollouts (same samples, bounded KV cache:
+            # n_eval x eval_samples rows in one call would not fit at paper scale, shared.aot)
+            prompts = self.encode_prompts(examples)
+            params = self.rollout_params()          # the copy first: the row budget counts its memory
+            max_rows = self.rollout_max_rows(prompts)
+            rollout = self.sampler.generate(params, prompts, self.sampling_params(greedy=True, n=1),
+                                            jax.random.key(0), max_rows=max_rows)
             out[f"eval/{split}_accuracy"] = float(np.mean([check(e, t) for e, t in zip(examples, rollout.texts)]))
             n = int(self.rl.eval_samples)
             if n > 1 and split == "test":
-                rollout = self.sampler.generate(self.rollout_params(), self.encode_prompts(examples),
-                                                self.sampling_params(n=n), jax.random.key(1))
+                rollout = self.sampler.generate(params, prompts, self.sampling_params(n=n), jax.random.key(1),
+                                                max_rows=max_rows)
                 correct = np.array([check(examples[i // n], t) for i, t in enumerate(rollout.texts)]).reshape(-1, n)
                 ks = sorted({1, n // 2, n} - {0})
                 out.update({f"eval/{split}_{name}": v for name, v in pass_at_k(correct, ks).items()})

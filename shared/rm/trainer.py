@@ -48,6 +48,13 @@ def shard_like_params(opt_state, params):
     return jax.tree.map(place, opt_state, is_leaf=matches)
 
 
+def init_aux(loss_hooks: dict[str, LossHook], config) -> dict:
+    """The state entry `aux`: {hook name: hook.init(rng, d_model)} (own params + optimizer state), from the seed."""
+    rng = jax.random.fold_in(jax.random.key(int(config.seed)), 0xA0C)
+    return {name: hook.init(jax.random.fold_in(rng, i), int(config.model.d_model))
+            for i, (name, hook) in enumerate(loss_hooks.items())}
+
+
 class RMTrainer(Trainer):
     def __init__(self, config, workdir: str, *, hooks: dict[str, LossHook] | None = None, init_params=None,
                  trainer_hooks=()):
@@ -59,10 +66,7 @@ class RMTrainer(Trainer):
         if not self.loss_hooks:
             return
         replicated = NamedSharding(self.mesh, PartitionSpec())
-        rng = jax.random.fold_in(jax.random.key(int(config.seed)), 0xA0C)
-        aux = {name: hook.init(jax.random.fold_in(rng, i), int(config.model.d_model))
-               for i, (name, hook) in enumerate(self.loss_hooks.items())}
-        aux = jax.device_put(aux, replicated)
+        aux = jax.device_put(init_aux(self.loss_hooks, config), replicated)
         if jax.tree.leaves(aux):
             self.aux_checkpointer = Checkpointer(os.path.join(workdir, AUX_DIR), keep=config.train.keep_checkpoints,
                                                  async_save=False)

@@ -66,6 +66,23 @@ def setup_mesh(config):
     return mesh, rules, attention
 
 
+def opt_state_shardings(optimizer, params, mesh):
+    """Shardings of optimizer.init(params): every params-shaped leaf (Adam's mu, nu, ...) sharded like its
+    parameter, the rest (counters) replicated over `mesh`. params may be abstract (ShapeDtypeStruct with
+    shardings: shared.aot)."""
+    abstract = jax.eval_shape(optimizer.init, params)
+    params_structure = jax.tree.structure(params)
+
+    def like_params(node):
+        return jax.tree.structure(node) == params_structure
+
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return jax.tree.map(
+        lambda node: jax.tree.map(lambda x, p: p.sharding if x.shape == p.shape else replicated, node, params)
+        if like_params(node) else jax.tree.map(lambda _: replicated, node),
+        abstract, is_leaf=like_params)
+
+
 class Trainer:
     def __init__(self, config, workdir: str, *, loss_fn: Callable | None = None, hooks: Iterable[Hook] = (),
                  mesh=None, init_params: Callable[[Any], Any] | None = None,
@@ -139,18 +156,8 @@ class Trainer:
     def _init_opt_state(self, params):
         """optimizer.init with every params-shaped leaf (Adam's mu, nu, ...) sharded like its parameter: plain
         jit leaves them replicated, the train step returns them sharded, and the step would compile twice."""
-        abstract = jax.eval_shape(self.optimizer.init, params)
-        params_structure = jax.tree.structure(params)
-
-        def like_params(node):
-            return jax.tree.structure(node) == params_structure
-
-        replicated = NamedSharding(self.mesh, PartitionSpec())
-        shardings = jax.tree.map(
-            lambda node: jax.tree.map(lambda x, p: p.sharding if x.shape == p.shape else replicated, node, params)
-            if like_params(node) else jax.tree.map(lambda _: replicated, node),
-            abstract, is_leaf=like_params)
-        return jax.jit(self.optimizer.init, out_shardings=shardings)(params)
+        return jax.jit(self.optimizer.init, out_shardings=opt_state_shardings(self.optimizer, params, self.mesh))(
+            params)
 
     def _replicate_stray(self, tree):
         """Replicates leaves that jit left on a single device (optimizer counters) over the mesh."""
