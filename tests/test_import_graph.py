@@ -18,6 +18,7 @@ LAYERS = (
     ("shared.model", "shared.data", "shared.checkpoint", "shared.eval", "shared.mi"),
     ("shared.train", "shared.rewards"),                  # the Trainer, losses, SFT; the reward contract
     ("shared.rl", "shared.rm", "shared.diffusion"),      # post-training loops on the Trainer
+    ("shared.agent",),                                   # multi-turn, multi-role rollouts with tools, on the RL loop
     ("shared.judges",),                                  # model-backed rewards and judges
     ("shared.launch", "shared.sweep", "shared.builtin", "shared.aot"),  # entry points
 )
