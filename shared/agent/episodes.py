@@ -365,9 +365,9 @@ class EpisodeSampler(Sampler):
                     active[i] = False
                     continue
                 obs = tok.encode(result.observation)
-                if not obs and not pending[i]:
+                if not obs:
                     raise ValueError(f"{type(env).__name__}.step returned an empty observation for a continuing "
-                                     "episode (the next turn needs at least one new token of context)")
+                                     "episode (return None to end it, or at least one token of context)")
                 ep.turns[-1].observation = result.observation
                 ep.tokens += obs
                 ep.mask += [0.0] * len(obs)
