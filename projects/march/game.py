@@ -1,0 +1,131 @@
+"""MARCH's step (march.md A.4) on shared/agent: Solver -> Proposer -> M Checker audits -> vote -> shared reward, and the
+task "march/rl" (SFT warm start on the three roles' traces, then the agent RL loop).
+
+config.march:
+  reward             "ztr" (0 / -1, the paper's default), "ztr01" (1 / 0), "err" (-0.1 min(#faults, 13)), or "oracle"
+                     (the programmatic fact check: -1 if the answer holds a number the relevant documents do not
+                     support, else 0; an upper bound that uses labels). The Checker's reward is always the
+                     self-check reward of the response it audited.
+  symmetric_checker  True: the Checker's prompt also shows the Solver's response (the confirmation-bias ablation)
+  checker_samples    M audits per response (3); the vote is over all M, the last one joins the update
+Roles (config.agent.roles): solver and checker trained (checker train=False: the Solver-only arm), proposer sampled
+but never trained (A.2). Information asymmetry by construction: the Checker's prompt is built from the documents and
+the Proposer's questions only (numfacts.checker_prompt; tests/test_march.py checks it on token ids); the Proposer's
+from the query and the answer only.
+Metrics per step: rl/role/solver/{halluc_rate, coverage, numbers, self_check_reward, flagged}, rl/role/proposer/
+questions, rl/role/checker/{agreement (flagged == hallucinated, per response), confirm_rate (pairs voted correct),
+oracle_confirm_rate (pairs whose number is the true value), pair_accuracy, answered}; evaluation (greedy Solver on the
+test split): eval/halluc_rate, eval/coverage, eval/numbers_per_response.
+"""
+from __future__ import annotations
+
+import re
+
+import jax
+import numpy as np
+
+from projects.march import numfacts as nf
+from projects.march.matching import numbers_match, parse_audit, parse_questions, self_check_reward, vote
+from shared.agent import Game, RoleBatch, SingleTurn, run_agent_task
+from shared.registry import TASKS
+
+REWARD_KINDS = ("ztr", "ztr01", "err", "oracle")
+
+
+def true_value(world: dict, question: str) -> int | None:
+    """The true answer of a question in the Proposer's templates about the target (None: another form)."""
+    truth = world["all_truth"]
+    m = re.fullmatch(r"How many ([a-z]+) did (\w+) have in (\d+)\?", question.strip())
+    if m and m.group(2) == world["town"] and int(m.group(3)) == world["year"]:
+        return truth.get(m.group(1))
+    m = re.fullmatch(r"What is ([a-z]+) (plus|minus) ([a-z]+) for (\w+) in (\d+)\?", question.strip())
+    if m and m.group(4) == world["town"] and int(m.group(5)) == world["year"] and m.group(1) in truth \
+            and m.group(3) in truth:
+        a, b = truth[m.group(1)], truth[m.group(3)]
+        return a + b if m.group(2) == "plus" else a - b
+    return None
+
+
+def checker_prompt_for(example: dict, questions: list[str], response: str, symmetric: bool) -> str:
+    """The Checker's prompt: the documents and the questions; the response only in the symmetric ablation."""
+    return nf.checker_prompt(nf.docs_block(example["world"]), questions, response if symmetric else None)
+
+
+class MarchGame(Game):
+    def __init__(self, config):
+        march = config.march
+        self.reward = str(march.reward)
+        if self.reward not in REWARD_KINDS:
+            raise ValueError(f"march.reward={self.reward!r}: expected one of {', '.join(REWARD_KINDS)}")
+        self.symmetric = bool(march.symmetric_checker)
+        self.samples = int(march.checker_samples)
+        if self.samples < 1:
+            raise ValueError(f"march.checker_samples={self.samples}: must be >= 1")
+
+    def play(self, learner, examples, rng):
+        g = learner.role("solver").group_size
+        rows = [e for e in examples for _ in range(g)]
+        solver = learner.run_episodes([SingleTurn(e["prompt"]) for e in rows], rows, "solver", jax.random.fold_in(rng, 0))
+        proposer_envs = [SingleTurn(nf.proposer_prompt(nf.query_text(e["world"]), ep.text)) for e, ep in zip(rows, solver)]
+        proposer = learner.run_episodes(proposer_envs, rows, "proposer", jax.random.fold_in(rng, 1))
+        pairs = [parse_questions(ep.text) for ep in proposer]
+        prompts = [checker_prompt_for(e, [q for q, _ in p], ep.text, self.symmetric)
+                   for e, p, ep in zip(rows, pairs, solver)]
+        # the M audits of every response in one call of M x N rows (independent samples: rows have their own keys)
+        flat = learner.run_episodes([SingleTurn(p) for _ in range(self.samples) for p in prompts],
+                                    rows * self.samples, "checker", jax.random.fold_in(rng, 2))
+        audits = [flat[m * len(rows):(m + 1) * len(rows)] for m in range(self.samples)]
+        parsed = [[parse_audit(audit[i].text) for audit in audits] for i in range(len(rows))]
+        solver_m, checker_m = {k: [] for k in ("halluc_rate", "coverage", "numbers", "self_check_reward", "flagged")}, \
+            {k: [] for k in ("agreement", "answered")}
+        confirm, oracle_confirm, pair_accuracy = [], [], []
+        for i, (e, ep) in enumerate(zip(rows, solver)):
+            answers = [a for _, a in pairs[i]]
+            faults = vote(answers, parsed[i])
+            reward = self_check_reward(faults, self.reward if self.reward != "oracle" else "ztr")
+            oracle = nf.oracle_check(e["world"], ep.text)
+            ep.reward = (-1.0 if oracle["hallucinated"] else 0.0) if self.reward == "oracle" else reward
+            audits[-1][i].reward = reward       # the kept audit: the shared reward on its last valid token
+            flagged = any(faults)
+            solver_m["halluc_rate"].append(oracle["hallucinated"])
+            solver_m["coverage"].append(oracle["coverage"])
+            solver_m["numbers"].append(oracle["numbers"])
+            solver_m["self_check_reward"].append(reward)
+            solver_m["flagged"].append(flagged)
+            checker_m["agreement"].append(flagged == oracle["hallucinated"])
+            checker_m["answered"].append(np.mean([len(a) / max(len(answers), 1) for a in parsed[i]]) if answers else 1.0)
+            for (question, a), fault in zip(pairs[i], faults):
+                truth = true_value(e["world"], question)
+                if truth is None:
+                    continue
+                ok = numbers_match(a, str(truth))
+                confirm.append(not fault)
+                oracle_confirm.append(ok)
+                pair_accuracy.append((not fault) == ok)
+        mean = lambda xs: float(np.mean(xs)) if len(xs) else 0.0   # noqa: E731
+        checker_metrics = {k: mean(v) for k, v in checker_m.items()}
+        checker_metrics.update(confirm_rate=mean(confirm), oracle_confirm_rate=mean(oracle_confirm),
+                               pair_accuracy=mean(pair_accuracy), pairs=float(len(confirm)))
+        return [RoleBatch("solver", solver, {k: mean(v) for k, v in solver_m.items()}),
+                RoleBatch("proposer", proposer, {"questions": mean([len(p) for p in pairs])}),
+                RoleBatch("checker", audits[-1], checker_metrics)]
+
+    def evaluate(self, learner, examples):
+        envs = [SingleTurn(e["prompt"]) for e in examples]
+        episodes = learner.run_episodes(envs, examples, "solver", jax.random.key(0), greedy=True)
+        checks = [nf.oracle_check(e["world"], ep.text) for e, ep in zip(examples, episodes)]
+        return {"halluc_rate": float(np.mean([c["hallucinated"] for c in checks])),
+                "coverage": float(np.mean([c["coverage"] for c in checks])),
+                "numbers_per_response": float(np.mean([c["numbers"] for c in checks]))}
+
+
+@TASKS.register("march/rl")
+def march_rl(config, workdir: str) -> dict:
+    """SFT warm start on rl/march/traces (config.agent.sft_*), then MARCH's RL loop on rl/march/numfacts."""
+    from shared.data.examples import load_task
+
+    rl = config.rl
+    options = dict(rl.task_options)
+    train = load_task(rl.task, "train", int(rl.n_train), int(config.seed), **options)
+    test = load_task(rl.task, "test", int(rl.n_eval), int(config.seed), **options)
+    return run_agent_task(config, workdir, MarchGame(config), train, test)

@@ -1,0 +1,227 @@
+"""MARCH on NumFacts-RAG: the number matcher, the Proposer/Checker parsers, the vote and the reward variants on hand-made
+trajectories; the information barrier on token ids (the Checker's prompt never holds the Solver's answer, the
+symmetric ablation's does); the shared reward on the Solver and on the kept audit's last valid token; the oracle's
+hallucination/coverage checks; the task's worlds and traces; a smoke of the RL loop on 8 CPU devices."""
+import json
+
+import jax
+import numpy as np
+import pytest
+
+import projects.march  # noqa: F401
+from projects.march import numfacts as nf
+from projects.march.game import MarchGame, true_value
+from projects.march.matching import numbers_match, parse_audit, parse_questions, self_check_reward, vote
+from shared.agent import Episode, Turn, pack_episodes
+from shared.agent.roles import RoleSpec
+from shared.data import ByteTokenizer
+
+TOK = ByteTokenizer()
+
+
+@pytest.mark.parametrize("a, b, same", [
+    ("532", "532", True), ("1,204", "1204", True), ("45%", "45", True), ("3k", "3", True), ("12W", "12", True),
+    ("532", "533", False), ("532", "532.0", True), ("2.05", "2.1", True), ("2.0", "2.2", False),
+    ("12.5", "12.56", True), ("abc", "abc", True), ("abc", "12", False), ("", "", False), ("-7", "-7", True),
+    ("1,204", "1.204", False),
+])
+def test_numbers_match(a, b, same):
+    assert numbers_match(a, b) is same
+    assert numbers_match(b, a) is same
+
+
+def test_parsers_vote_and_rewards_on_hand_made_trajectories():
+    proposer = ("\n- Question: How many buses did Ko have in 2021? [Answer: 532]"
+                "\nnoise line\n- Question: How many taxis did Ko have in 2021? [Answer: many]"
+                "\n- Question: What is buses plus taxis for Ko in 2021? [Answer: 1,736]")
+    pairs = parse_questions(proposer)
+    assert pairs == [("How many buses did Ko have in 2021?", "532"), ("What is buses plus taxis for Ko in 2021?", "1,736")]
+    audits = [parse_audit("\n1. Evidence: [2] Ko 2021 buses 532 [Answer: 532]\n2. Evidence: 532 + 1204 [Answer: 1736]"),
+              parse_audit("\n1. Evidence: x [Answer: 532]\n2. Cannot answer"),
+              parse_audit("\n2. Evidence: y [Answer: 1700]\n1. Evidence: z [Answer: 530]\n1. again [Answer: 532]")]
+    assert audits[1] == {1: "532"} and audits[2] == {2: "1700", 1: "530"}
+    answers = [a for _, a in pairs]
+    # question 1: +1 +1 -1 = 1 (kept); question 2: +1 (1,736 = 1736) -1 (no answer) -1 = -1 (fault)
+    assert vote(answers, audits) == [False, True]
+    assert vote(answers, audits[:1]) == [False, False]
+    assert vote(["5"], [{}, {}, {1: "5"}]) == [True]
+    faults = [True, False, True]
+    assert self_check_reward(faults, "ztr") == -1.0 and self_check_reward([False] * 3, "ztr") == 0.0
+    assert self_check_reward(faults, "ztr01") == 0.0 and self_check_reward([False] * 3, "ztr01") == 1.0
+    assert self_check_reward(faults, "err") == pytest.approx(-0.2)
+    assert self_check_reward([True] * 20, "err") == pytest.approx(-1.3)
+    assert self_check_reward([], "ztr") == 0.0 == self_check_reward([], "err")   # no question extracted: 0
+    with pytest.raises(ValueError, match="march.reward"):
+        self_check_reward(faults, "zt")
+    assert len(parse_questions("\n".join(["- Question: q? [Answer: 1]"] * 14))) == 10
+
+
+def test_worlds_prompts_and_the_oracle():
+    examples = nf.numfacts("train", 40, seed=3)
+    assert examples[0]["prompt"] == nf.numfacts("train", 1, seed=3)[0]["prompt"]          # deterministic
+    assert examples[0]["prompt"] != nf.numfacts("test", 1, seed=3)[0]["prompt"]           # splits differ
+    for e in examples:
+        w = e["world"]
+        assert 4 <= len(w["docs"]) <= 8 and 1 <= sum(d["relevant"] for d in w["docs"]) <= 2
+        assert 3 <= len(w["asked"]) <= 5
+        kinds = {(d["text"].split(":")[0].split()[1] == w["town"], int(d["text"].split()[0]) == w["year"])
+                 for d in w["docs"] if not d["relevant"]}
+        assert kinds <= {(True, False), (False, True), (False, False)} and kinds   # confusers only
+        check = nf.oracle_check(w, e["completion"])
+        assert check == {"hallucinated": False, "coverage": 1.0, "numbers": len(w["asked"]) + 1}
+        # one confuser value in place of a true one: hallucinated, coverage loses that value (and the derived one if
+        # it uses it)
+        bad = nf.solver_answer(w, nf.corrupt(w, np.random.default_rng(0)))
+        check = nf.oracle_check(w, bad)
+        assert check["hallucinated"] and check["coverage"] < 1.0
+        # the Proposer's questions have the true values the templates name
+        for (question, n), (name, _) in zip(parse_questions(nf.proposer_target(w, e["completion"])),
+                                            nf.answer_items(e["completion"])):
+            assert true_value(w, question) == int(n)
+    w = examples[0]["world"]
+    assert nf.oracle_check(w, " nothing here") == {"hallucinated": False, "coverage": 0.0, "numbers": 0}
+    assert nf.oracle_check(w, f" {w['asked'][0]} {w['year']}")["hallucinated"] is False   # the year is in the docs
+
+
+def test_traces_inject_confuser_errors_into_solver_targets_only():
+    traces = nf.traces("train", 600, seed=0, error_rate=0.3)
+    roles = [t["role"] for t in traces]
+    assert roles.count("solver") == roles.count("proposer") == roles.count("checker") == 200
+    solver = [t for t in traces if t["role"] == "solver"]
+    share = np.mean([t["corrupted"] for t in solver])
+    assert 0.22 < share < 0.38
+    assert not any(t["corrupted"] for t in traces if t["role"] != "solver")
+    # checker traces answer from the documents: every audit line's answer is a number of the documents or a sum /
+    # difference of two of them; a share show the response (the symmetric format)
+    checker = [t for t in traces if t["role"] == "checker"]
+    shown = np.mean(["Response:" in t["prompt"] for t in checker])
+    assert 0.35 < shown < 0.65
+    for t in checker[:50]:
+        audit = parse_audit(t["completion"])
+        questions = [line.split(". ", 1)[1] for line in t["prompt"].split("Questions:\n")[1].splitlines()
+                     if line[:1].isdigit()]
+        assert sorted(audit) == list(range(1, len(questions) + 1))
+
+
+class StubLearner:
+    """Scripted episodes in place of the policy: run_episodes resets each environment (the prompt becomes token ids, as
+    the EpisodeSampler encodes it) and answers with the role's scripted texts, in order."""
+
+    def __init__(self, scripts):
+        self.scripts = {k: list(v) for k, v in scripts.items()}
+        self.prompts = {}
+
+    def role(self, name):
+        return RoleSpec(name)
+
+    def run_episodes(self, envs, examples, role, rng, greedy=False):
+        out = []
+        self.prompts[role] = []
+        for env, example in zip(envs, examples):
+            prompt = [TOK.bos_id] + TOK.encode(env.reset(example))
+            self.prompts[role].append(prompt)
+            text = self.scripts[role].pop(0)
+            ids = TOK.encode(text)
+            out.append(Episode(prompt=prompt, tokens=ids + [TOK.eos_id], mask=[1.0] * (len(ids) + 1),
+                               logprobs=[-1.0] * (len(ids) + 1), turns=[Turn(0, len(ids) + 1, text, None, 0.0, "eos")],
+                               end="eos", role=role, example=example))
+        return out
+
+
+class Config:
+    def __init__(self, **march):
+        self.march = type("M", (), {"reward": "ztr", "symmetric_checker": False, "checker_samples": 3, **march})
+
+
+def contains(haystack, needle):
+    return any(haystack[i:i + len(needle)] == needle for i in range(len(haystack) - len(needle) + 1))
+
+
+def scripted_step(example, checker_answers, **march):
+    """One MARCH step over one example: the Solver reports 987654 (a number no document holds) for an attribute outside
+    the derived value and the truth for the rest; the Proposer asks about every number; the 3 audits answer with checker_answers[m] for the marker."""
+    w = example["world"]
+    values = dict(w["truth"])
+    marked = next(a for a in w["asked"] if a not in (w["derived"]["left"], w["derived"]["right"]))
+    values[marked] = 987654
+    answer = nf.solver_answer(w, values)
+    proposer = nf.proposer_target(w, answer)
+    items = [name for name, _ in nf.answer_items(answer)]
+    clean = nf.checker_target(w, items)
+    audits = [clean.replace(f"[Answer: {w['truth'][marked]}]", f"[Answer: {a}]", 1) for a in checker_answers]
+    learner = StubLearner({"solver": [answer], "proposer": [proposer], "checker": audits})
+    batches = MarchGame(Config(**march)).play(learner, [example], jax.random.key(0))
+    return learner, {b.role: b for b in batches}, answer
+
+
+def test_checker_prompt_never_holds_the_solvers_answer_on_token_ids():
+    example = nf.numfacts("train", 1, seed=5)[0]
+    for symmetric in (False, True):
+        learner, _, answer = scripted_step(example, ["1", "2", "3"], symmetric_checker=symmetric)
+        marker = TOK.encode("987654")
+        assert contains(learner.prompts["proposer"][0], marker)            # the Proposer reads the answer
+        for prompt in learner.prompts["checker"]:
+            assert len(learner.prompts["checker"]) == 3
+            # the blind Checker: neither the answer's number nor its text, nor the Proposer's answers
+            assert contains(prompt, marker) is symmetric
+            assert contains(prompt, TOK.encode(answer.strip())) is symmetric
+            assert not contains(prompt, TOK.encode("[Answer:"))
+            assert contains(prompt, TOK.encode(example["world"]["docs"][0]["text"]))
+        assert not contains(learner.prompts["proposer"][0], TOK.encode(example["world"]["docs"][0]["text"]))
+
+
+def test_shared_reward_on_the_solver_and_on_the_kept_audits_last_token():
+    example = nf.numfacts("train", 1, seed=5)[0]
+    w = example["world"]
+    truth = str(w["truth"][next(a for a in w["asked"] if a not in (w["derived"]["left"], w["derived"]["right"]))])
+    # 2 of 3 audits give the documents' value for the marked number: a fault -> ZTR -1 on both roles
+    _, batches, _ = scripted_step(example, [truth, truth, "987654"])
+    solver, checker = batches["solver"].episodes[0], batches["checker"].episodes[0]
+    assert solver.reward == -1.0 and checker.reward == -1.0
+    assert checker.text.count("987654") == 1                          # the kept audit is the third sample
+    assert batches["solver"].metrics["halluc_rate"] == 1.0 and batches["solver"].metrics["flagged"] == 1.0
+    assert batches["checker"].metrics["agreement"] == 1.0
+    packed = pack_episodes([checker], TOK.pad_id)
+    last = int(np.flatnonzero(packed["mask"][0])[-1])
+    assert last == len(checker.tokens) - 1 and packed["token_rewards"][0, last] == -1.0
+    assert packed["token_rewards"][0].sum() == -1.0
+    # 2 of 3 audits confirm the marker: no fault -> 0 (the checker missed the hallucination)
+    _, batches, _ = scripted_step(example, ["987654", "987654", truth])
+    assert batches["solver"].episodes[0].reward == 0.0 and batches["checker"].metrics["agreement"] == 0.0
+    assert batches["checker"].metrics["confirm_rate"] == 1.0 and batches["checker"].metrics["oracle_confirm_rate"] < 1
+    # the variants on the same trajectories
+    _, batches, _ = scripted_step(example, [truth, truth, truth], reward="ztr01")
+    assert batches["solver"].episodes[0].reward == 0.0
+    _, batches, _ = scripted_step(example, ["987654"] * 3, reward="ztr01")
+    assert batches["solver"].episodes[0].reward == 1.0
+    _, batches, _ = scripted_step(example, [truth] * 3, reward="err")
+    assert batches["solver"].episodes[0].reward == pytest.approx(-0.1)
+    # oracle: the programmatic check for the Solver whatever the Checker says; the Checker keeps the self-check reward
+    _, batches, _ = scripted_step(example, ["987654"] * 3, reward="oracle")
+    assert batches["solver"].episodes[0].reward == -1.0 and batches["checker"].episodes[0].reward == 0.0
+
+
+def test_march_rl_smoke_on_8_cpu_devices(tmp_path):
+    """The RL loop end to end (no warm start) on the smoke config: 8 CPU devices (cpu_8), all three roles sampled,
+    Solver and Checker trained, role-tagged metrics and the evaluation written."""
+    from experiments.march.numfacts import get_config
+    from shared.registry import TASKS
+
+    assert jax.device_count() == 8
+    config = get_config("smoke")
+    config.rl.warmup_sft_steps = 0
+    config.train.steps = 1
+    # fewer programs to compile (the vote and the KL are covered above and in tests/test_agent_roles.py): one audit
+    # per response makes the three roles' rollouts one shape
+    config.march.checker_samples = 1
+    config.rl.kl_coef = 0.0
+    config.lock()
+    summary = TASKS.get("march/rl")(config, str(tmp_path))
+    assert summary["num_devices"] == 8 and summary["steps"] == 1
+    for key in ("eval/halluc_rate_before", "eval/coverage", "rl/role/solver/halluc_rate", "rl/role/checker/agreement",
+                "rl/role/proposer/questions", "rl/role/solver/advantage_mean", "rl/role/checker/advantage_mean",
+                "train/value_loss"):
+        assert key in summary, key
+    assert "rl/role/proposer/advantage_mean" not in summary       # sampled, never trained
+    assert summary["rl/role/checker/episodes"] == summary["rl/role/solver/episodes"] == 8
+    assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 1
