@@ -7,7 +7,7 @@ with the scalar-head critic on the Solver and Checker trajectories, zero-toleran
 
 Variants: "" (D.2/D.3: 8 layers x 512, B = 64, 300 steps, SFT warm start in <workdir>/sft unless train.init_from
 names one), "sft" (the warm start alone: masked SFT on rl/march/traces, 30% confuser errors in Solver targets; the
-table's stage), "mini" (4 layers x 256, B = 32, 100 RL steps: the smallest table, experiments/march/table.py:mini),
+table's stage; "sft_mini" for the mini model), "mini" (4 layers x 256, B = 32, 100 RL steps: the smallest table, experiments/march/table.py:mini),
 "grpo" (the cheaper variant the spec allows: GRPO with G = 4 Solver samples per prompt and G = 4 audits kept per
 prompt, B = 16 prompts: the same 64 Solver episodes per step, no critic), each with "_smoke"; "smoke" = CI (tiny
 model, 2 steps, 8 CPU devices, seconds). Knobs: config.march (reward, symmetric_checker, checker_samples), the roles
@@ -22,7 +22,7 @@ import ml_collections
 from shared.agent import agent_config
 from shared.config.base import base_config
 
-VARIANTS = ("sft", "mini", "grpo", "sft_smoke", "mini_smoke", "grpo_smoke")
+VARIANTS = ("sft", "mini", "grpo", "sft_mini", "sft_smoke", "mini_smoke", "grpo_smoke")
 
 
 def march_config() -> ml_collections.ConfigDict:
@@ -93,10 +93,13 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
     c.agent.context_slots = 1280 + 448          # the longest chunk (a Checker prompt) + the longest turn
     c.agent.chunk_buckets = [256, 512, 1024, 1280]
     grpo = algo == "grpo"
+    # every key a sweep arm overrides is spelled out (an override cannot add a key)
     c.agent.roles = {
-        "solver": dict(advantage="grpo" if grpo else "gae", group_size=4 if grpo else 1, max_turn_tokens=96),
+        "solver": dict(advantage="grpo" if grpo else "gae", group_size=4 if grpo else 1, train=True,
+                       max_turn_tokens=96),
         "proposer": dict(advantage="grpo", group_size=4 if grpo else 1, train=False, max_turn_tokens=448),
-        "checker": dict(advantage="grpo" if grpo else "gae", group_size=4 if grpo else 1, max_turn_tokens=384),
+        "checker": dict(advantage="grpo" if grpo else "gae", group_size=4 if grpo else 1, train=True,
+                        max_turn_tokens=384),
     }
     if grpo:
         c.model.heads = ["lm"]
@@ -145,14 +148,12 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
 
 
 def get_config(arg=None):
-    arg = arg or ""
-    smoke = arg == "smoke" or arg.endswith("_smoke")
-    kind = arg.removesuffix("_smoke").removesuffix("smoke")
-    size = "smoke" if smoke else ("mini" if kind == "mini" else "full")
-    if kind == "sft":
+    """arg: words joined by "_" from {sft, mini, grpo} plus an optional "smoke" (e.g. "sft_mini", "grpo_smoke")."""
+    words = [w for w in (arg or "").split("_") if w]
+    unknown = [w for w in words if w not in ("sft", "mini", "grpo", "smoke")]
+    if unknown or ("sft" in words and "grpo" in words):
+        raise ValueError(f"experiments/march/numfacts.py: unknown variant {arg!r} (known: {', '.join(VARIANTS)}, smoke)")
+    size = "smoke" if "smoke" in words else ("mini" if "mini" in words else "full")
+    if "sft" in words:
         return sft_config(size)
-    if kind in ("", "mini"):
-        return rl_config(size)
-    if kind == "grpo":
-        return rl_config(size, "grpo")
-    raise ValueError(f"experiments/march/numfacts.py: unknown variant {arg!r} (known: {', '.join(VARIANTS)}, smoke)")
+    return rl_config(size, "grpo" if "grpo" in words else "ppo")

@@ -236,6 +236,9 @@ def run_agent_task(config, workdir: str, game: Game, train_examples: list[dict],
     print(f"[agent] {config.task}: roles {roles}; B={rl.prompts_per_step}, steps {learner.start_step}->"
           f"{config.train.steps}, mesh {dict(learner.mesh.shape)}", flush=True)
     summary = learner.fit()
+    if int(config.train.steps) == 0:   # an evaluation-only run (e.g. a table's warm-start arm): its evals as results
+        summary.update({k.removesuffix("_before"): v for k, v in summary.items()
+                        if k.startswith("eval/") and k.endswith("_before")})
     write_summary(workdir, summary)
     learner.close()
     return summary

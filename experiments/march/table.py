@@ -1,0 +1,64 @@
+"""MARCH's table (../shared/papers/march.md D.3): every arm of a seed starts from that seed's SFT warm start (a sweep
+stage, experiments/march/numfacts.py:sft), then 300 RL steps of B = 64 (PPO + GAE on Solver and Checker).
+
+    python -m shared.sweep --config=experiments/march/table.py --workdir=runs/march/table --parallel=8
+    python -m shared.sweep --config=experiments/march/table.py:mini --workdir=runs/march/mini --parallel=8
+    python -m shared.sweep --config=experiments/march/table.py:smoke --workdir=/tmp/march_table_smoke   # CI
+
+Arms (3 seeds each):
+  sft          the warm start itself, evaluated (train.steps = 0)
+  march        blind Checker (documents + questions), 3-sample vote, ZTR (-1/0), Solver + Checker trained
+  symmetric    the Checker also sees the Solver's response (confirmation-bias ablation)
+  solver_only  MARCH's reward, the Checker not trained
+  err          -0.1 min(#faults, 13)
+  ztr01        +1 if every check passes, else 0
+  oracle       the programmatic fact check as the Solver's reward (upper bound, uses labels)
+":mini" is the smallest table that tests claims 1-2 of D.4 (MARCH lowers the hallucination rate vs SFT with coverage
+kept; the symmetric Checker gets less than half of MARCH's reduction): arms sft, march, symmetric, 3 seeds, on the
+4 x 256 model, B = 32, 100 RL steps.
+
+GPU cost (estimated, not measured: no GPU run of this code yet; decode-bound, see README.md "Cost"):
+  full  per RL point ~2-3 s/step x 300 = 10-15 min on one H100; SFT stage ~3 min; 18 RL points + 3 SFT-arm
+        evaluations + 3 stages ~ 3.5-4.5 GPU-hours (about 1 hour of wall time on 4 H100s with --parallel=8).
+  mini  per RL point ~1 s/step x 100 ~ 2-3 min with compilation; SFT stage ~1-2 min; 6 RL points + 3 evaluations
+        + 3 stages ~ 20-25 GPU-minutes (~8 min of wall time on 4 H100s with --parallel=8).
+"""
+from experiments.march.numfacts import get_config as numfacts_config
+
+SEEDS = (0, 1, 2)
+ARMS = {
+    "sft": {"train.steps": 0},
+    "march": {},
+    "symmetric": {"march.symmetric_checker": True},
+    "solver_only": {"agent.roles.checker.train": False},
+    "err": {"march.reward": "err"},
+    "ztr01": {"march.reward": "ztr01"},
+    "oracle": {"march.reward": "oracle", "agent.roles.checker.train": False},
+}
+MINI_ARMS = ("sft", "march", "symmetric")
+SWEEP_VARIANTS = ("mini",)
+COLUMNS = ["eval/halluc_rate", "eval/halluc_rate_before", "eval/coverage", "eval/coverage_before",
+           "eval/numbers_per_response", "rl/role/solver/halluc_rate", "rl/role/solver/coverage",
+           "rl/role/checker/agreement", "rl/role/checker/confirm_rate", "rl/role/checker/oracle_confirm_rate",
+           "rl/role/proposer/questions", "rl/role/solver/reward_mean", "wall_time_s"]
+
+
+def get_config(arg=None):
+    """The RL points' config (numfacts.py's variants: "", "mini", "sft", ..., "smoke")."""
+    return numfacts_config(arg)
+
+
+def get_sweep(arg=None):
+    if arg not in (None, "", "mini", "smoke"):
+        raise ValueError(f"experiments/march/table.py: unknown sweep variant {arg!r} (known: mini, smoke)")
+    smoke, mini = arg == "smoke", arg == "mini"
+    rl_arg = "smoke" if smoke else ("mini" if mini else None)
+    sft_arg = "sft_smoke" if smoke else ("sft_mini" if mini else "sft")
+    seeds = SEEDS[:1] if smoke else SEEDS
+    arms = {name: ARMS[name] for name in (MINI_ARMS if (mini or smoke) else ARMS)}
+    stages = [dict(name=f"warmstart_s{seed}", overrides={"seed": seed}, arg=sft_arg) for seed in seeds]
+    points = [dict(name=f"{name}_s{seed}", arg=rl_arg, arm=name,
+                   overrides={**overrides, "seed": seed, "train.init_from": f"run:{{stage:warmstart_s{seed}}}"})
+              for name, overrides in arms.items() for seed in seeds]
+    return dict(name="march_" + (arg or "table"), stages=stages, points=points, columns=COLUMNS, group=["arm"],
+                plot=dict(kind="bars", metric="eval/halluc_rate"))
