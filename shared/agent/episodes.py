@@ -49,7 +49,7 @@ import numpy as np
 from flax import nnx
 
 from shared import sharding as sh
-from shared.model.sampler import Sampler, _choose
+from shared.model.sampler import GPU_COMPILER_OPTIONS, Sampler, _choose
 from shared.model.transformer import CACHE_AXES, inference_params, init_cache
 
 # ------------------------------------------------------------------------------------------ the environment
@@ -190,8 +190,10 @@ class EpisodeSampler(Sampler):
         super().__init__(graphdef, model_cfg, eos_id=eos_id, pad_id=pad_id, mesh=mesh, rules=rules,
                          attention=attention, tokenizer=tokenizer, batch_multiple=batch_multiple,
                          layer_loop=layer_loop, decode_attention="xla", compiler_options={})
+        # a turn's decode loop is the sampler's: on a GPU captured whole as a CUDA graph (GPU_COMPILER_OPTIONS)
+        options = dict(GPU_COMPILER_OPTIONS) if jax.default_backend() == "gpu" else None
         self._turn_jit = jax.jit(self._turn, static_argnames=("max_new_tokens", "temperature", "top_k", "top_p"),
-                                 donate_argnums=(1,))
+                                 donate_argnums=(1,), compiler_options=options)
         self._cache_jit = jax.jit(self._new_cache, static_argnames=("rows", "slots"))
 
     # ---------------------------------------------------------------- device side
