@@ -128,7 +128,8 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
     c.optim.warmup_steps = 5
     c.optim.weight_decay = 0.0
     c.optim.grad_clip = 1.0
-    c.optim.param_groups = ml_collections.ConfigDict({"heads/scalar": 5.0})   # critic 1e-4 vs actor 2e-5 (D.3)
+    if not grpo:   # the critic (the scalar head) at 1e-4, the actor at 2e-5 (D.3)
+        c.optim.param_groups = ml_collections.ConfigDict({"heads/scalar": 5.0})
     if size == "smoke":
         c.mesh.preset = "cpu_8"
         c.model.dtype = "float32"
