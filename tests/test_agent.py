@@ -209,3 +209,16 @@ def test_bad_inputs_are_named(params, sampler):
         sampler.run(params, [Empty() for _ in range(4)], [1, 2, 3, 4], TURNS, KEY)  # 4 rows: no new compile
     with pytest.raises(ValueError, match="2 environments but 1 examples"):
         sampler.run(params, [Counter(), Counter()], [1], TURNS, jax.random.key(0))
+
+
+def test_device_stop_ids_only_where_the_text_holds_the_stop_string(sampler):
+    ids = sampler._stop_ids([("</search>", "ab"), ("ab",), ()])
+    np.testing.assert_array_equal(ids, [TOK.encode("</search>"), [-1] * 7 + TOK.encode("ab")])
+    assert sampler._stop_ids([()]).tolist() == [[-1]]
+
+    class Lossy(ByteTokenizer):
+        def decode(self, ids):     # a normalizing tokenizer: "<" does not come back
+            return super().decode(ids).replace("<", "")
+
+    lossy = EpisodeSampler(GRAPHDEF, CFG, eos_id=-1, pad_id=TOK.pad_id, tokenizer=Lossy())
+    np.testing.assert_array_equal(lossy._stop_ids([("</s>", "ab")]), [TOK.encode("ab")])

@@ -265,9 +265,11 @@ class EpisodeSampler(Sampler):
 
     # ---------------------------------------------------------------- host side
     def _stop_ids(self, stop_sets) -> np.ndarray:
-        """[K, L] right-aligned canonical token ids of every stop string in use (-1 pads; one all -1 row if none)."""
+        """[K, L] right-aligned canonical token ids of every stop string in use (-1 pads; one all -1 row if none).
+        Ids that do not decode back to text holding the string (a normalizing tokenizer) are left out: the device
+        must never end a turn the host's text check would not."""
         strings = sorted({s for stops in stop_sets for s in stops if s})
-        ids = [self.tokenizer.encode(s) for s in strings]
+        ids = [x for x, s in ((self.tokenizer.encode(s), s) for s in strings) if s in self.tokenizer.decode(x)]
         width = max([len(x) for x in ids] + [1])
         out = np.full((max(len(ids), 1), width), -1, np.int32)
         for k, x in enumerate(ids):
