@@ -171,6 +171,11 @@ def test_turn_limit_context_limit_and_turn_rewards(params, sampler):
     longer = dataclasses.replace(TURNS, max_turns=5)
     episodes = sampler.run(params, [Counter() for _ in range(4)], [1, 2, 3, 4], longer, jax.random.key(0))
     assert all(ep.end == "context" and len(ep.turns) == 3 for ep in episodes)
+    # a prompt longer than the largest chunk bucket: that episode ends at once, the others run
+    episodes = sampler.run(params, [Counter() for _ in range(4)], [1, "x" * 200, 3, 4], limited, jax.random.key(0))
+    assert episodes[1].end == "context" and episodes[1].turns == [] and episodes[1].tokens == []
+    assert [len(ep.turns) for ep in episodes] == [2, 0, 2, 2]
+    assert pack_episodes(episodes, TOK.pad_id)["mask"][1].sum() == 0
 
 
 def test_pack_by_hand():

@@ -14,8 +14,9 @@ model, 2 steps, 8 CPU devices, seconds). Knobs: config.march (reward, symmetric_
 in config.agent.roles (the Solver-only arm: agent.roles.checker.train=False).
 
 Byte-level tokens: a Checker prompt (8 documents + 6 questions) is up to ~1,100 bytes (~1,200 with the response
-shown) and its audit up to ~340, so SFT rows are 1,536 tokens and an episode's cache 1,728 slots (the spec's 1,024
-was in word-level tokens).
+shown) and its audit up to ~340, so SFT rows are 1,536 tokens; in RL the Proposer's questions (up to 10, each cut to
+120 characters) can make a Checker prompt up to ~2,000 bytes, so an episode's cache has 2,048 + 448 slots (the spec's
+1,024 was in word-level tokens).
 """
 import ml_collections
 
@@ -42,7 +43,7 @@ def _model(c, size: str):
         m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff = 256, 4, 4, 4, 64, 1024
     else:   # smoke
         m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff = 32, 1, 2, 2, 16, 64
-    m.max_seq_len = 2048
+    m.max_seq_len = 2560
     m.heads = ["lm", "scalar"]      # the critic of PPO + GAE is the policy's scalar head
     m.remat = "none"
 
@@ -90,16 +91,19 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
     c.agent.sft_task = "rl/march/traces"
     c.agent.sft_options = ml_collections.ConfigDict({"error_rate": 0.3, "symmetric_share": 0.5})
     c.agent.sft_n_train = 60000
-    c.agent.context_slots = 1280 + 448          # the longest chunk (a Checker prompt) + the longest turn
-    c.agent.chunk_buckets = [256, 512, 1024, 1280]
+    # per role: its longest prompt's chunk bucket + its turn (a Checker prompt: documents, <= 10 questions of <= 120
+    # characters, the response in the symmetric arm)
+    c.agent.context_slots = 2048 + 448
+    c.agent.chunk_buckets = [256, 512, 1024, 1280, 1536, 2048]
     grpo = algo == "grpo"
     # every key a sweep arm overrides is spelled out (an override cannot add a key)
     c.agent.roles = {
         "solver": dict(advantage="grpo" if grpo else "gae", group_size=4 if grpo else 1, train=True,
-                       max_turn_tokens=96),
-        "proposer": dict(advantage="grpo", group_size=4 if grpo else 1, train=False, max_turn_tokens=448),
+                       max_turn_tokens=96, context_slots=1024 + 96),
+        "proposer": dict(advantage="grpo", group_size=4 if grpo else 1, train=False, max_turn_tokens=448,
+                         context_slots=512 + 448),
         "checker": dict(advantage="grpo" if grpo else "gae", group_size=4 if grpo else 1, train=True,
-                        max_turn_tokens=384),
+                        max_turn_tokens=384, context_slots=2048 + 384),
     }
     if grpo:
         c.model.heads = ["lm"]
@@ -143,6 +147,7 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
         c.agent.chunk_buckets = [512]
         for role in ("solver", "proposer", "checker"):
             c.agent.roles[role].max_turn_tokens = 16
+            c.agent.roles[role].context_slots = 512 + 16
         c.train.steps, c.train.log_every, c.train.checkpoint_every, c.train.progress = 2, 1, 2, False
         c.optim.warmup_steps = 0
     return c

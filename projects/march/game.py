@@ -30,6 +30,7 @@ from shared.agent import Game, RoleBatch, SingleTurn, run_agent_task
 from shared.registry import TASKS
 
 REWARD_KINDS = ("ztr", "ztr01", "err", "oracle")
+MAX_QUESTION_CHARS = 120
 
 
 def true_value(world: dict, question: str) -> int | None:
@@ -68,7 +69,8 @@ class MarchGame(Game):
         solver = learner.run_episodes([SingleTurn(e["prompt"]) for e in rows], rows, "solver", jax.random.fold_in(rng, 0))
         proposer_envs = [SingleTurn(nf.proposer_prompt(nf.query_text(e["world"]), ep.text)) for e, ep in zip(rows, solver)]
         proposer = learner.run_episodes(proposer_envs, rows, "proposer", jax.random.fold_in(rng, 1))
-        pairs = [parse_questions(ep.text) for ep in proposer]
+        # at most 10 pairs (parse_questions), each question cut to MAX_QUESTION_CHARS: the Checker's prompt stays bounded
+        pairs = [[(q[:MAX_QUESTION_CHARS], a) for q, a in parse_questions(ep.text)] for ep in proposer]
         prompts = [checker_prompt_for(e, [q for q, _ in p], ep.text, self.symmetric)
                    for e, p, ep in zip(rows, pairs, solver)]
         # the M audits of every response in one call of M x N rows (independent samples: rows have their own keys)

@@ -19,7 +19,8 @@ are context only: masked out of the loss). A policy turn ends at EOS (the episod
 (the environment's `stop_strings`, else TurnParams.stop_strings; the turn text ends with it), or after
 max_turn_tokens tokens (truncated turn; the environment still sees it). The environment's `step` is called
 after every policy turn (also the last one, so it can score it); the episode ends when it returns None, when
-the policy emits EOS, after max_turns policy turns, or when the KV cache has no room for another turn.
+the policy emits EOS, after max_turns policy turns, or when the KV cache has no room for another turn or the new
+context is longer than the largest chunk bucket (end "context"; a prompt that long gives an episode with no turn).
 
 KV-cache reuse: the cache of a batch of episodes lives on the device for the whole episode. Each turn is
 one jitted program: write the turn's new context (the environment's observation, plus a policy token the
@@ -304,7 +305,14 @@ class EpisodeSampler(Sampler):
         kv_valid = np.zeros((rows, slots), bool)
         cache, slot = None, 0
         t = int(turn.max_turn_tokens)
+        largest = max(turn.chunk_buckets)
         for k in range(int(turn.max_turns)):
+            if not turn.reuse_cache:   # re-prefill: the whole history of each row is the chunk
+                for i in np.flatnonzero(active[:n]):
+                    pending[i] = episodes[i].prompt + episodes[i].tokens
+            for i in np.flatnonzero(active[:n]):
+                if len(pending[i]) > largest:   # a context this long fits no chunk: the episode ends here
+                    episodes[i].end, active[i] = "context", False
             live = np.flatnonzero(active[:n])
             if live.size == 0:
                 break
@@ -316,9 +324,7 @@ class EpisodeSampler(Sampler):
                     for i in live:
                         episodes[i].end = "context"
                     break
-            else:   # re-prefill: the whole history of each row as one chunk into a fresh cache
-                for i in live:
-                    pending[i] = episodes[i].prompt + episodes[i].tokens
+            else:   # re-prefill: a fresh cache for the whole history
                 width = _bucket(max(len(pending[i]) for i in live), turn.chunk_buckets)
                 slots, slot = width + t, 0
                 cache = self._cache_jit(rows=rows, slots=slots)
@@ -387,7 +393,8 @@ class EpisodeSampler(Sampler):
 # ------------------------------------------------------------------------------------------ the learner's batch
 
 
-def pack_episodes(episodes: Sequence[Episode], pad_id: int, *, prompt_buckets=(32, 64, 128, 256, 512, 1024, 2048),
+def pack_episodes(episodes: Sequence[Episode], pad_id: int, *,
+                  prompt_buckets=(32, 64, 128, 256, 512, 768, 1024, 1280, 1536, 2048, 3072, 4096),
                   token_buckets=(32, 64, 128, 256, 512, 1024, 2048, 4096)) -> dict[str, np.ndarray]:
     """Episodes of different lengths as the learner's batch (shared/rl/learner.py build_batch/update):
       prompt_tokens  int32 [N,P] left-padded first prompts (P: the smallest prompt bucket that holds them)

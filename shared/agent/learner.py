@@ -114,7 +114,8 @@ class AgentLearner(RLLearner):
                           temperature=0.0 if greedy else float(pick(spec.temperature, rl.temperature)),
                           top_k=int(rl.top_k), top_p=float(rl.top_p),
                           stop_strings=tuple(pick(spec.stop_strings, tuple(agent.stop_strings))),
-                          context_slots=int(agent.context_slots), chunk_buckets=tuple(agent.chunk_buckets),
+                          context_slots=int(pick(spec.context_slots, agent.context_slots)),
+                          chunk_buckets=tuple(agent.chunk_buckets),
                           reuse_cache=bool(agent.reuse_cache))
 
     def role(self, name: str):

@@ -28,7 +28,7 @@ from shared.rl.algorithms import Estimate
 from shared.rl.roles import estimator
 
 ROLE_KEYS = ("advantage", "group_size", "train", "max_turns", "max_turn_tokens", "temperature", "stop_strings",
-             "estimator_options")
+             "context_slots", "estimator_options")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +44,7 @@ class RoleSpec:
     max_turn_tokens: int | None = None
     temperature: float | None = None
     stop_strings: tuple[str, ...] | None = None
+    context_slots: int | None = None
     estimator_options: dict = dataclasses.field(default_factory=dict)
 
 
