@@ -8,7 +8,7 @@ import pytest
 
 import shared.builtin  # noqa: F401
 from shared.agent import AgentLearner, Game, RoleBatch, RoleLayout, RoleSpec, ScriptedEnvironment, agent_config
-from shared.agent.roles import role_advantages, role_specs
+from shared.agent.roles import RoleAdvantages, role_advantages, role_specs
 from shared.config.base import base_config
 from shared.data import build_tokenizer
 from shared.rl import algorithms as alg
@@ -140,3 +140,33 @@ def test_learner_batch_has_per_role_advantages_and_role_metrics(tmp_path):
     moved = jax.tree.map(lambda a, b: float(np.abs(np.asarray(a) - b).max()), learner.trainer.params, before)
     assert max(jax.tree.leaves(moved)) > 0
     learner.close()
+
+
+def test_kl_in_the_reward_keeps_the_turn_rewards():
+    """With rl.kl_in_reward the learner hands estimate() the episode totals on the last token minus the per-token KL;
+    the estimator must get the turn rewards (each on its turn's last token) minus the same KL."""
+    from shared.agent.learner import EpisodeBatch
+
+    rng = np.random.default_rng(1)
+    n, t = 4, 6
+    mask = np.ones((n, t), np.float32)
+    mask[:, 2] = 0.0                                                   # an observation token
+    token_rewards = np.zeros((n, t), np.float32)
+    token_rewards[:, 1] = rng.normal(size=n)                           # turn 1's reward
+    token_rewards[:, 5] = rng.normal(size=n)                           # turn 2's + the episode's
+    kl = rng.normal(size=(n, t)).astype(np.float32) * mask
+    totals = token_rewards.sum(1)
+    learner = AgentLearner.__new__(AgentLearner)                        # only what estimate() reads
+    role = RoleSpec("a", advantage="reinforce++", estimator_options={"gamma": 0.9})
+    learner.estimator = RoleAdvantages({"a": role})
+    learner.rl = {}
+    scored = EpisodeBatch(None, totals, {}, [], None, token_rewards=token_rewards, layout=[RoleLayout(role, 0, n)])
+    shaped = alg.as_token_rewards(jnp.asarray(totals), jnp.asarray(mask)) - kl
+    out = learner.estimate(scored, shaped, jnp.asarray(mask), None)
+    expected = alg.adv_rfpp(jnp.asarray(token_rewards - kl), jnp.asarray(mask), 0.9)
+    np.testing.assert_allclose(out.advantages, expected, atol=1e-5)
+    # without the KL (rewards [N]) the token rewards go in as they are
+    out = learner.estimate(scored, jnp.asarray(totals), jnp.asarray(mask), None)
+    np.testing.assert_allclose(out.advantages, alg.adv_rfpp(jnp.asarray(token_rewards), jnp.asarray(mask), 0.9),
+                               atol=1e-5)
+    assert scored.metrics["rl/role/a/advantage_abs_mean"] > 0
