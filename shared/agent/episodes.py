@@ -38,6 +38,8 @@ shared 2-core CI machine under load, compile excluded, median of 3): 16 episodes
 context tokens prefilled per episode; 10 turns, d=128, 4 layers: 3.7 s vs 10.3 s (2.8x), 568 vs 4,240 tokens.
 Reuse pays for its holes with dense attention over all context_slots at every decode step; re-prefill's cost
 grows with the square of the number of turns.
+All rows of a `run` go through the device together (no split into calls of rl.rollout_max_rows rows as
+Sampler.generate does): size a role's batch x context_slots to the device.
 """
 from __future__ import annotations
 

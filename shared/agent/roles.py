@@ -14,6 +14,8 @@ estimator, group size and estimator options (`role_advantages`), then concatenat
 separately (tests/test_agent_roles.py). A batch-level statistic (GAE's whitening, REINFORCE++'s) is therefore taken
 within the role. The critic, when any role's estimator needs one, reads values for every row; rows of roles whose
 estimator has no critic get their behaviour values as targets (no value-loss gradient at the start of the update).
+Not supported: updating the roles one after the other within a step (SSP's combine_update=False); the roles share
+rl.policy_loss, the KL settings and rl.mini_batches / rl.num_iterations.
 """
 from __future__ import annotations
 
