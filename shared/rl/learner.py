@@ -296,7 +296,7 @@ class RLLearner:
         self.rl = config.rl
         self.eval_sets = eval_sets
         self.updates_per_step = int(self.rl.num_iterations) * int(self.rl.mini_batches)
-        self.estimator = estimator(str(self.rl.advantage))
+        self.estimator = self.build_estimator()
         self.pairwise = pw.is_pairwise(self.estimator)
         if self.pairwise and self.rl.kl_in_reward and self.rl.kl_coef > 0:
             raise ValueError(f"rl.advantage={self.rl.advantage!r} compares completions in pairs: there is no reward to "
@@ -473,7 +473,7 @@ class RLLearner:
                                                jnp.asarray(mask), rl.kl_coef, rl.kl_kind)
         times["perf/logprob_s"] = time.perf_counter() - start
         # old_values: the critic's values from the behaviour pass (None without a critic)
-        estimate = self.estimator.estimate(rewards, jnp.asarray(mask), int(rl.group_size), rl, values=old_values)
+        estimate = self.estimate(scored, rewards, jnp.asarray(mask), old_values)
         if self.critic is not None:
             batch.update(self.critic.targets(old_values, estimate))
         batch["advantages"] = np.asarray(estimate.advantages, np.float32)
@@ -489,6 +489,16 @@ class RLLearner:
             batch.update({name: np.asarray(v) for name, v in fields.items()})
             times.update(prepared)
         return batch, times
+
+    def build_estimator(self):
+        """The advantage estimator (an Estimator: its needs_critic decides whether a critic role is built); a
+        subclass may combine several (shared/agent: one per role)."""
+        return estimator(str(self.rl.advantage))
+
+    def estimate(self, scored: ScoredBatch, rewards, mask, values):
+        """The Estimate (advantages [N,T], value targets) of a scored batch: rewards [N] / [N,T] (KL-shaped when
+        rl.kl_in_reward) or a pairwise estimator's PairOutcomes, the loss mask, the critic's values or None."""
+        return self.estimator.estimate(rewards, mask, int(self.rl.group_size), self.rl, values=values)
 
     def needs_behaviour_pass(self) -> bool:
         """The behaviour log-probs need a pass of their own unless the step makes exactly one optimizer update
