@@ -126,7 +126,6 @@ class SearchSelfPlay(Game):
         else:
             prop_eps, questions, metrics = self.propose(learner, examples, k_prop, k_read, py_rng)
         solver_eps, success, dummy = self.solve(learner, questions, k_solve, examples)
-        metrics["solver_dummy_group"] = float(dummy)
         if s.questions != "supervised":
             by_proposer = {}
             for (q, a, i), rate in zip(questions, success):
@@ -146,7 +145,7 @@ class SearchSelfPlay(Game):
         self.buffer.end_step(step)
         solver_metrics = {"success": _mean(success), "searches": _mean(len(search_queries(episode_text(e)))
                                                                        for e in solver_eps),
-                          "replay_size": float(len(self.buffer))}
+                          "replay_size": float(len(self.buffer)), "dummy_group": float(dummy)}
         batches.append(RoleBatch("solver", solver_eps, solver_metrics))
         return batches
 
