@@ -134,7 +134,7 @@ def get_config(arg=None):
 
 def get_sweep(arg=None):
     """"": every arm x 3 seeds; "min": SSP / solver-only / proposer-only x 3 seeds (claims 1-2); "smoke": CI
-    (SSP and solver-only, 1 seed... 2 seeds so the table has a std)."""
+    (SSP and solver-only x 2 seeds, so the table has a std)."""
     smoke = arg == "smoke"
     if arg not in (None, "", "min", "smoke"):
         raise ValueError(f"experiments/ssp/selfplay.py: unknown sweep {arg!r} (known: min, smoke)")
@@ -147,7 +147,8 @@ def get_sweep(arg=None):
     else:
         arms = ARMS
     stages = [dict(name=f"sft_s{seed}", overrides={"seed": seed}, arg="sft" + suffix) for seed in seeds]
-    points = [dict(name=f"{name}_s{seed}", arm=name, arg=("min" if arg == "min" else "") + suffix or None,
+    point_arg = arg or None   # "min" / "smoke": the same get_config variant; the full table: the default
+    points = [dict(name=f"{name}_s{seed}", arm=name, arg=point_arg,
                    overrides={**overrides, "seed": seed, "train.init_from": f"run:{{stage:sft_s{seed}}}"})
               for name, overrides in arms.items() for seed in seeds]
     return dict(

@@ -4,8 +4,10 @@
 
 Arms (ARMS, the overrides each sets on top of the SSP default):
     ssp               proposer REINFORCE (A = R) + solver GRPO, RAG check by the policy reader, 4 distractors
-    solver_only       proposer frozen at its warm start (its episodes come from the SFT weights, never trained)
-    proposer_only     solver frozen at its warm start (solver episodes and the RAG reader use the SFT weights)
+    solver_only       proposer frozen at its warm start (agent.roles.proposer.train False: its episodes come from
+                      the SFT weights and are not trained)
+    proposer_only     solver frozen at its warm start (agent.roles.solver.train False: solver episodes and the RAG
+                      reader use the SFT weights)
     no_rag            rule filters only
     distractors_0/8   the RAG check with 0 / 8 distractor documents
     oracle_reader     the RAG check by a perfect reader of the materials (an upper bound of the filter)
@@ -25,8 +27,8 @@ PROPOSER_REWARDS = ("one_minus", "intermediate")
 
 ARMS = {
     "ssp": {},
-    "solver_only": {"ssp.train_proposer": False},
-    "proposer_only": {"ssp.train_solver": False},
+    "solver_only": {"agent.roles.proposer.train": False},
+    "proposer_only": {"agent.roles.solver.train": False},
     "no_rag": {"ssp.rag": "none"},
     "distractors_0": {"ssp.n_distractors": 0},
     "distractors_8": {"ssp.n_distractors": 8},
@@ -46,8 +48,6 @@ def ssp_config() -> ml_collections.ConfigDict:
     c.hops = [1, 2, 3]              # hop counts asked of the proposer (uniform), and of the evaluation
     # the game (A.2-A.4)
     c.questions = "selfplay"        # selfplay | supervised (labelled QA, no proposer)
-    c.train_proposer = True
-    c.train_solver = True
     c.rag = "policy"                # policy (the policy in solver mode, no tool) | oracle | none
     c.n_distractors = 4
     c.invalid_reward = 0.0          # the paper's main setting; -0.1 is the collapse ablation
@@ -73,8 +73,8 @@ def agent_group(max_turns: int = 6, max_turn_tokens: int = 40, context_slots: in
     c.reuse_cache = True
     c.chunk_buckets = [32, 64, 128, 256, 512, 1024, 2048]
     c.roles = ml_collections.ConfigDict({
-        "proposer": {"advantage": "ssp/reinforce", "group_size": 1},
-        "solver": {"advantage": "grpo", "group_size": 5},
+        "proposer": {"advantage": "ssp/reinforce", "group_size": 1, "train": True},
+        "solver": {"advantage": "grpo", "group_size": 5, "train": True},
         "reader": {"advantage": "grpo", "group_size": 1, "train": False, "max_turns": 1},
     })
     c.sft_task = "rl/ssp_traces"
@@ -94,7 +94,26 @@ def check_ssp(config, *_):
     if s.n_distractors < 0 or s.top_k < 1 or s.pool_size < 1 or not s.hops or min(s.hops) < 1:
         raise ValueError(f"config.ssp: n_distractors={s.n_distractors} must be >= 0, top_k={s.top_k} and "
                          f"pool_size={s.pool_size} >= 1, hops={list(s.hops)} non-empty and >= 1")
-    if not (s.train_proposer or s.train_solver):
-        raise ValueError("config.ssp: train_proposer and train_solver are both False: nothing is trained")
-    if s.questions == "supervised" and not s.train_solver:
-        raise ValueError("config.ssp.questions='supervised' trains the solver: train_solver must be True")
+    if config.task == "ssp/selfplay":
+        _check_roles(config)
+    if config.data.get("tokenizer") == "ssp/words":
+        opts = config.data.get("task_options", {})
+        mine = {"kb_seed": s.kb_seed, "kb_sizes": dict(s.kb_sizes), "pool_size": s.pool_size}
+        theirs = {k: (dict(opts[k]) if k == "kb_sizes" else opts[k]) for k in mine if k in opts}
+        if theirs != mine:
+            raise ValueError(f"config.data.task_options {theirs} must repeat config.ssp's KB {mine}: the word "
+                             "tokenizer and the SFT traces read the KB from there")
+
+
+def _check_roles(config):
+    roles = config.agent.roles if "agent" in config else {}
+    missing = [r for r in ("proposer", "solver", "reader") if r not in roles]
+    if missing:
+        raise ValueError(f"config.agent.roles lacks {missing}: the ssp game plays proposer, solver and reader "
+                         "(projects/ssp/config.py agent_group)")
+    train = {r: bool(roles[r].get("train", True)) for r in ("proposer", "solver")}
+    if not any(train.values()):
+        raise ValueError("config.agent.roles.proposer.train and .solver.train are both False: nothing is trained")
+    if config.ssp.questions == "supervised" and not train["solver"]:
+        raise ValueError("config.ssp.questions='supervised' trains the solver: config.agent.roles.solver.train "
+                         "must be True")

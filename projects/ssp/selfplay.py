@@ -152,10 +152,10 @@ class SearchSelfPlay(Game):
     def propose(self, learner, examples, k_prop, k_read, py_rng):
         s = self.s
         envs = [SearchEnvironment(self.tool, proposer_prompt(e["answer"], int(e["hops"]))) for e in examples]
-        eps = self._run(learner, "proposer", envs, examples, k_prop, frozen=not s.train_proposer)
+        eps = self._run(learner, "proposer", envs, examples, k_prop, frozen=not learner.role("proposer").train)
         texts = [episode_text(e) for e in eps]
         answers = [e["answer"] for e in examples]
-        reader = {"policy": self.policy_reader(learner, k_read, frozen=not s.train_solver),
+        reader = {"policy": self.policy_reader(learner, k_read, frozen=not learner.role("solver").train),
                   "oracle": self.oracle_reader, "none": None}[str(s.rag)]
         checks = G.validate_batch(texts, answers, reader, rules=self.rules, n_distractors=int(s.n_distractors),
                                   rng=py_rng)
@@ -201,7 +201,7 @@ class SearchSelfPlay(Game):
             for _ in range(group):
                 envs.append(SearchEnvironment(self.tool, solver_prompt(q)))
                 exs.append({"question": q, "answer": a})
-        eps = self._run(learner, "solver", envs, exs, key, frozen=not self.s.train_solver)
+        eps = self._run(learner, "solver", envs, exs, key, frozen=not learner.role("solver").train)
         for ep, ex in zip(eps, exs):
             ep.reward = 0.0 if dummy else G.solver_reward(episode_text(ep), ex["answer"], int(self.s.max_answer_tags))
         rewards = np.array([e.reward for e in eps]).reshape(len(questions), group)
