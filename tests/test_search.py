@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from shared.agent.search import BM25Index, SearchTool, format_information, parse_search, words
+from shared.agent.search import BM25Index, SearchEnvironment, SearchTool, format_information, parse_search, words
 
 DOCS = [
     "Brisal Corp was founded by Tamu Velor .",       # 0
@@ -89,3 +89,11 @@ def test_tool_parse_and_format(index):
     assert [h.doc_id for h in hits] == [1, 0]                 # doc 1 is shorter: higher BM25
     assert out[0] == format_information(hits) == (
         f"<information> doc 1 : {DOCS[1]} doc 2 : {DOCS[0]} </information>")
+
+
+def test_search_environment(index):
+    env = SearchEnvironment(SearchTool(index, k=1), "solve : who founded Brisal Corp ?")
+    assert env.reset({"any": "example"}) == "solve : who founded Brisal Corp ?"
+    assert env.stop_strings == ("</search>",)
+    assert env.step(" <search> Brisal Corp </search>") == f"<information> doc 1 : {DOCS[0]} </information>"
+    assert env.step(" <answer> Tamu Velor </answer>") is None          # not a search: the episode ends

@@ -35,7 +35,7 @@ def _model(c, smoke: bool):
         m.vocab_size, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff = 512, 32, 2, 2, 2, 16, 64
         m.dtype = "float32"
         m.max_seq_len = 512
-    else:  # ssp.md D.2: 8 layers, d = 512; the word vocabulary of the 3,000-entity KB has 3,444 tokens
+    else:  # ssp.md D.2: 8 layers, d = 512; the word vocabulary of the 3,000-entity KB has 3,434 tokens
         m.vocab_size, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff = 3584, 512, 8, 8, 8, 64, 2048
         m.dtype = "bfloat16"
         m.max_seq_len = 1024
@@ -84,7 +84,7 @@ def rl_config(smoke: bool, steps: int = RL_STEPS) -> ml_collections.ConfigDict:
     c = _common(smoke)
     c.task = "ssp/selfplay"
     c.agent = agent_group(max_turns=3 if smoke else 6, max_turn_tokens=12 if smoke else 40,
-                          context_slots=512 if smoke else 1024)
+                          context_slots=512 if smoke else 1536)   # 6 turns of <= 40 tokens + 3-doc results
     c.agent.sft_options = ml_collections.ConfigDict(c.data.task_options.to_dict())
     c.data.source = "rl/ssp_traces"
     c.data.seq_len = 512 if smoke else 768

@@ -58,6 +58,7 @@ def ssp_config() -> ml_collections.ConfigDict:
     c.min_chars, c.max_chars, c.min_words, c.min_searches = 10, 1000, 7, 2
     # evaluation: greedy solver episodes on held-out QA (rl/ssp_qa test), per hop count
     c.eval_per_hop = 1000
+    c.eval_rows = 512               # episodes per sampler call (the KV cache of 3,000 at once would not fit)
     return c
 
 

@@ -31,10 +31,10 @@ from projects.ssp import game as G
 from projects.ssp import kb as kb_lib
 from projects.ssp.data import env_of, ssp_qa
 from projects.ssp.prompts import last_answer, proposer_prompt, reader_prompt, search_queries, solver_prompt
-from shared.agent.episodes import Environment, Episode, SingleTurn
+from shared.agent.episodes import Episode, SingleTurn
 from shared.agent.learner import Game, run_agent_task
 from shared.agent.roles import RoleBatch
-from shared.agent.search import SearchTool, parse_search
+from shared.agent.search import SearchEnvironment, SearchTool
 
 
 def reinforce_advantages(rewards, mask):
@@ -43,24 +43,6 @@ def reinforce_advantages(rewards, mask):
     rewards = jnp.asarray(rewards, jnp.float32)
     r = rewards.sum(axis=1) if rewards.ndim == 2 else rewards
     return r[:, None] * mask
-
-
-class SearchEnvironment(Environment):
-    """One episode with the search tool: a turn ending in <search>q</search> gets the top-k documents back as
-    <information>; any other turn (an <answer>, a <question>, or nothing) ends the episode."""
-
-    stop_strings = ("</search>",)
-
-    def __init__(self, tool: SearchTool, prompt: str):
-        self.tool, self.prompt = tool, prompt
-
-    def reset(self, example) -> str:
-        return self.prompt
-
-    def step(self, policy_text: str) -> str | None:
-        if parse_search(policy_text) is None:
-            return None
-        return self.tool.step([policy_text])[0]
 
 
 def episode_text(episode: Episode) -> str:
@@ -211,8 +193,11 @@ class SearchSelfPlay(Game):
     def evaluate(self, learner, examples) -> dict:
         if not examples:
             return {}
-        envs = [SearchEnvironment(self.tool, e["prompt"]) for e in examples]
-        eps = learner.run_episodes(envs, examples, "solver", jax.random.key(0), greedy=True)
+        eps, rows = [], int(self.s.eval_rows)   # in calls of eval_rows episodes: one KV cache per call
+        for start in range(0, len(examples), rows):
+            chunk = examples[start:start + rows]
+            envs = [SearchEnvironment(self.tool, e["prompt"]) for e in chunk]
+            eps += learner.run_episodes(envs, chunk, "solver", jax.random.key(0), greedy=True)
         correct = [G.solver_reward(episode_text(ep), e["answer"], int(self.s.max_answer_tags)) == 1.0
                    for ep, e in zip(eps, examples)]
         out = {}

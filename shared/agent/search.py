@@ -1,4 +1,4 @@
-"""A local BM25 search engine and the `<search>query</search>` tool an agent calls in its episodes.
+"""A local BM25 search engine, the `<search>query</search>` tool an agent calls, and its episode environment.
 
 Engine: `bm25s` (Lucene's BM25 precomputed into a numpy sparse matrix). Compared with `tantivy` (Rust bindings) on
 synthetic corpora of templated short documents (2-core CPU, 256 five-word queries, top-3):
@@ -34,6 +34,8 @@ import tempfile
 from typing import Sequence
 
 import numpy as np
+
+from shared.agent.episodes import Environment
 
 WORD = re.compile(r"\w+")
 SEARCH_CALL = re.compile(r"<search>(.*?)</search>", re.DOTALL)
@@ -154,3 +156,22 @@ class SearchTool:
         return out
 
     __call__ = step
+
+
+class SearchEnvironment(Environment):
+    """An agent episode with the search tool (shared/agent/episodes.py's Environment): the prompt is fixed; a policy
+    turn ending in <search>q</search> gets the tool's <information> block back; any other turn (an answer, or
+    nothing) ends the episode. Turns stop at "</search>"."""
+
+    stop_strings = ("</search>",)
+
+    def __init__(self, tool: SearchTool, prompt: str):
+        self.tool, self.prompt = tool, prompt
+
+    def reset(self, example) -> str:
+        return self.prompt
+
+    def step(self, policy_text: str) -> str | None:
+        if parse_search(policy_text) is None:
+            return None
+        return self.tool.step([policy_text])[0]
