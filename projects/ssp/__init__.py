@@ -31,10 +31,10 @@ def _qa(split, n, seed=0, **options):
 
 
 @TASKS.register("ssp/selfplay")
-def _selfplay(config, workdir):
+def _selfplay(cfg, workdir):
     from projects.ssp.selfplay import selfplay_task
 
-    return selfplay_task(config, workdir)
+    return selfplay_task(cfg, workdir)
 
 
 @ADVANTAGES.register("ssp/reinforce")

@@ -71,6 +71,9 @@ class SearchSelfPlay(Game):
         self.buffer = G.ReplayBuffer(int(s.replay_reset_every), float(s.replay_max_success))
         self.oracle_reader = G.OracleReader()
         self.frozen = None   # the warm-start rollout params of a frozen role (solver_only / proposer_only)
+        # running counts since the start (or resume) of the run: the filter's precision/recall over every step,
+        # what a table reads at the end (one step's values are noisy and undefined when nothing passes the rules)
+        self.totals = {"accepted": 0, "accepted_oracle_valid": 0, "ruled_oracle_valid": 0}
 
     # ------------------------------------------------------------------ params per role
     def _frozen_params(self, learner):
@@ -150,6 +153,10 @@ class SearchSelfPlay(Game):
         questions += [(x["question"], x["answer"], None) for x in self.buffer.sample(len(eps) - len(valid), py_rng)]
         passed_rag, oracle_ok = [i in valid for i in ruled], [oracle[i] for i in ruled]
         tp = sum(p and o for p, o in zip(passed_rag, oracle_ok))
+        t = self.totals
+        t["accepted"] += sum(passed_rag)
+        t["accepted_oracle_valid"] += tp
+        t["ruled_oracle_valid"] += sum(oracle_ok)
         nll = [-np.sum(e.logprobs) / max(e.policy_tokens, 1) for e in eps]
         paths = [kb_lib.parse_question(c["question"]) if c["question"] else None for c in checks]
         metrics = {
@@ -164,6 +171,9 @@ class SearchSelfPlay(Game):
             "parsed_rate": _mean(p is not None for p in paths),
             "entropy": _mean(nll),                                    # per-token NLL of sampled tokens (T = 1)
             "replayed": float(len(questions) - len(valid)),
+            "run_filter_precision": t["accepted_oracle_valid"] / max(t["accepted"], 1),
+            "run_filter_recall": t["accepted_oracle_valid"] / max(t["ruled_oracle_valid"], 1),
+            "run_oracle_invalid_rate": (t["accepted"] - t["accepted_oracle_valid"]) / max(t["accepted"], 1),
         }
         for reason in ("no_question", "length", "answer_in_question", "no_information", "few_searches",
                        "repeated_query", "rag"):

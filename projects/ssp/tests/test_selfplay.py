@@ -1,6 +1,6 @@
 """The self-play game: one step with a scripted policy (programmatic proposer traces, a solver right on half its
 samples, the oracle-following reader) checks rewards, validity, replay filling and the filter's metrics by hand;
-then the smoke config runs one real step of the agent loop on 8 CPU devices."""
+then one real step of the agent loop on the smoke config (8 CPU devices) with scripted proposals."""
 import os
 import random
 
@@ -10,12 +10,11 @@ import pytest
 
 import projects.ssp  # noqa: F401  registrations
 from projects.ssp import game as G
-from projects.ssp import kb as K
 from projects.ssp.config import agent_group
-from projects.ssp.prompts import documents, first_question, last_answer
+from projects.ssp.prompts import documents, first_question
 from projects.ssp.selfplay import SearchSelfPlay, episode_text, reinforce_advantages
 from projects.ssp.traces import proposer_trace
-from shared.agent.episodes import Episode, Turn, _as_step
+from shared.agent.episodes import Episode, Turn
 from shared.agent.roles import RoleSpec
 
 
@@ -64,7 +63,7 @@ class ScriptedLearner:
             prompt = env.reset(ex)
             ep = Episode(prompt=[1], role=role, example=ex, env=env, mask=[1.0], logprobs=[-2.0])
             for text in self.scripts[role](prompt, ex, i):
-                obs = _as_step(env.step(text)).observation
+                obs = env.step(text)          # SearchEnvironment / SingleTurn: the observation or None
                 ep.turns.append(Turn(0, 1, text, obs, 0.0, "stop"))
                 if obs is None:
                     break
@@ -154,6 +153,10 @@ def test_policy_reader_and_penalty():
     assert [e.reward for e in prop.episodes] == [1.0, -0.1, -0.1]       # solver never right: 1 - 0
     assert prop.metrics["reject/rag"] == pytest.approx(2 / 3)
     assert prop.metrics["filter_recall"] == pytest.approx(1 / 3)        # all three are oracle-valid
+    assert prop.metrics["run_filter_recall"] == pytest.approx(1 / 3) and prop.metrics["run_filter_precision"] == 1.0
+    prop, _ = game.play(learner, examples, jax.random.key(1))           # running counts add up over steps
+    assert game.totals == {"accepted": 2, "accepted_oracle_valid": 2, "ruled_oracle_valid": 6}
+    assert prop.metrics["run_oracle_invalid_rate"] == 0.0
     assert len(solv.episodes) == 2
 
 
@@ -171,19 +174,68 @@ def test_agent_group_matches_shared_agent_config():
     assert set(agent_group().keys()) == set(agent_config().keys())
 
 
-def test_smoke_step_through_the_agent_loop(tmp_path):
-    """One real step on the smoke config (random policy, 8 CPU devices): nothing it proposes is valid, so every
-    proposer reward is 0, the solver plays the zero-advantage dummy group, and the update's policy loss is 0."""
+def test_one_real_step_with_scripted_proposals(tmp_path):
+    """One real step of the agent loop on the smoke config (8 CPU devices, random policy): the proposer's turns are
+    scripted (programmatic traces, all valid; their tokens go through the real packing and update), the oracle
+    reader checks them, the random solver answers nothing. So every proposer reward is 1 - 0 = 1 and its REINFORCE
+    advantage is 1 on every proposer token, the solver's GRPO advantages are 0, and with one on-policy update
+    (ratio 1) the token-mean policy loss is minus the proposer's share of the policy tokens."""
+    from shared.agent.episodes import Episode, Turn
+    from shared.agent.learner import run_agent_task
     from shared.config import validate
-    from shared.registry import TASKS
+    from projects.ssp.selfplay import train_examples
 
-    c = smoke_config(**{"rl.warmup_sft_steps": 0, "train.steps": 1, "ssp.eval_per_hop": 1, "rl.eval_every": 100})
+    c = smoke_config(**{"rl.warmup_sft_steps": 0, "train.steps": 1, "ssp.eval_per_hop": 1, "rl.eval_every": 100,
+                        "ssp.rag": "oracle", "ssp.hops": [2]})
     validate(c, 8)
-    summary = TASKS.get("ssp/selfplay")(c, str(tmp_path))
-    assert summary["steps"] == 1
-    assert summary["rl/role/proposer/valid_rate"] == 0.0 and summary["rl/role/proposer/reward_mean"] == 0.0
-    assert summary["rl/role/proposer/episodes"] == 4.0 and summary["rl/role/solver/dummy_group"] == 1.0
-    assert summary["train/pg_loss"] == 0.0
-    for h in (1, 2, 3):
-        assert 0.0 <= summary[f"eval/acc_h{h}"] <= 1.0
+    scripted = {}
+
+    class ScriptedProposals(SearchSelfPlay):
+        def _run(self, learner, role, envs, examples, key, greedy=False, frozen=False):
+            if role != "proposer":
+                return super()._run(learner, role, envs, examples, key, greedy, frozen)
+            tok, eps = learner.tokenizer, []
+            for env, ex in zip(envs, examples):
+                ep = Episode(prompt=[tok.bos_id] + tok.encode(env.reset(ex)), role=role, example=ex, env=env)
+                for text in split_turns(scripted[ex["answer"]]):
+                    start = len(ep.tokens)
+                    ids = tok.encode(text)
+                    ep.tokens += ids
+                    ep.mask += [1.0] * len(ids)
+                    ep.logprobs += [-1.0] * len(ids)
+                    obs = env.step(text)
+                    ep.turns.append(Turn(start, len(ep.tokens), text, obs, 0.0, "stop"))
+                    if obs is None:
+                        ep.end = "env"
+                        break
+                    ep.tokens += tok.encode(obs)
+                    ep.mask += [0.0] * len(tok.encode(obs))
+                    ep.logprobs += [0.0] * len(tok.encode(obs))
+                eps.append(ep)
+            return eps
+
+    game = ScriptedProposals(c)
+    rng = random.Random(0)
+    examples = []
+    for e in train_examples(c):
+        made = proposer_trace(game.env, e["answer"], 2, rng)
+        if made is not None and len(scripted) < 64:
+            scripted[e["answer"]] = made[0]
+            examples.append(e)
+    from projects.ssp.data import ssp_qa
+    from projects.ssp.selfplay import kb_options_of
+
+    evals = ssp_qa("test", 2, 0, hops=[2], **kb_options_of(c))
+    summary = run_agent_task(c, str(tmp_path), game, examples, evals)
+    assert summary["steps"] == 1 and summary["rl/role/proposer/episodes"] == 4.0
+    assert summary["rl/role/proposer/valid_rate"] == 1.0 and summary["rl/role/proposer/filter_precision"] == 1.0
+    assert summary["rl/role/solver/episodes"] == 8.0 and summary["rl/role/solver/dummy_group"] == 0.0
+    assert summary["rl/role/solver/success"] == 0.0     # a random policy never writes "<answer> a* </answer>"
+    assert summary["rl/role/proposer/reward_mean"] == 1.0
+    assert summary["rl/role/proposer/advantage_mean"] == pytest.approx(1.0)
+    assert summary["rl/role/solver/advantage_abs_mean"] == 0.0
+    prop = summary["rl/role/proposer/policy_tokens_mean"] * 4
+    solv = summary["rl/role/solver/policy_tokens_mean"] * 8
+    assert summary["train/pg_loss"] == pytest.approx(-prop / (prop + solv), rel=1e-4)
+    assert 0.0 <= summary["eval/acc_h2"] <= 1.0 and "eval/acc_h2_before" in summary
     assert os.path.exists(tmp_path / "summary.json")
