@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -71,6 +72,7 @@ class BM25Index:
     def __init__(self, docs: Sequence[str], *, k1: float = 1.2, b: float = 0.75, cache_dir: str | None = None):
         import bm25s
 
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # one DEBUG line per index build otherwise
         if not docs:
             raise ValueError("BM25Index: the corpus is empty")
         self.docs = list(docs)
