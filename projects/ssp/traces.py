@@ -20,7 +20,7 @@ import random
 from typing import Sequence
 
 from projects.ssp import kb as kb_lib
-from projects.ssp.prompts import proposer_prompt, reader_prompt, solver_prompt
+from projects.ssp.prompts import proposer_prompt, reader_prompt, search_queries, solver_prompt
 from shared.agent.search import BM25Index, SearchTool
 
 
@@ -101,7 +101,8 @@ def proposer_trace(env: Environment, answer: str, hops: int, rng: random.Random,
         else:
             text += _turn(env, current)[0]
             path = kb_lib.Path(current, tuple(reversed(hops_rev)))
-            if env.kb.is_valid(path, answer):
+            queries = search_queries(text)
+            if env.kb.is_valid(path, answer) and len(set(queries)) == len(queries):   # a decoy may repeat a query
                 return f"{text} <question> {kb_lib.verbalise(path)} </question>", path
     return None
 
