@@ -1,7 +1,7 @@
 """The rubric-only proxy (spec §1.2, §4.3): a tiny bidirectional transformer classifier over y1 ⊕ y2 ⊕ rubric (no
 prompt, so the rubric is the only route to the task type), its two trainings and its use as a frozen reward.
 
-Input words: "R1: <y1> R2: <y2> <rubric> ... </rubric> JUDGE:" (the rubric as shared.judges.rubric_format.
+Input words: "R1: <y1> R2: <y2> <rubric> ... </rubric> JUDGE:" (each response's bag in vocabulary order) (the rubric as shared.judges.rubric_format.
 extract_rubric cuts it from a GRM output, at most MAX_RUBRIC_WORDS words); with proxy_grm.proxy.with_prompt (the
 ablation) "Q: <keywords>" comes first. The verdict is read at the last word: the LM head's logits of the words "1"
 and "2" there are the two classes.
@@ -39,9 +39,14 @@ from shared.rewards import register_reward_factory
 CLASS_IDS = (TOKENIZER.ids["1"], TOKENIZER.ids["2"])
 
 
+def canonical(bag: Sequence[str]) -> list[str]:
+    """A response's tokens in vocabulary order: a bag has no order, and a fixed one lines the two responses up."""
+    return sorted(bag, key=lambda w: TOKENIZER.ids.get(w, TOKENIZER.unk_id))
+
+
 def proxy_words(y1: Sequence[str], y2: Sequence[str], rubric: str, keywords: Sequence[str] | None = None) -> list[str]:
     prompt = ["Q:", *keywords] if keywords is not None else []
-    return [*prompt, "R1:", *y1, "R2:", *y2, *rubric.split()[:MAX_RUBRIC_WORDS], "JUDGE:"]
+    return [*prompt, "R1:", *canonical(y1), "R2:", *canonical(y2), *rubric.split()[:MAX_RUBRIC_WORDS], "JUDGE:"]
 
 
 def encode_rows(rows: list[list[str]], seq_len: int) -> dict[str, np.ndarray]:
