@@ -168,6 +168,7 @@ def grm_rl_config(arm: str = "C", smoke: bool = False):
     c.rl.kl_coef = 0.01
     c.rl.kl_kind = "k3"
     c.rl.eps_low = c.rl.eps_high = 0.2
+    c.rl.dual_clip = 3.0                      # verl's default dual clip (spec §5)
     set_arm(c, arm)
     c.train.steps = 300
     c.train.checkpoint_every = 100
