@@ -27,9 +27,10 @@ Subsets of the train split (option `subset`): "all"; "correct" = teacher answer 
 Evaluator (b) `rule_evaluate`: scores each response by sum over the rubric's criteria of listed weight x presence;
   the larger wins, a tie (or an empty rubric) is 0 = no verdict.
 
-Interface for other projects: `World` (types, relevant sets, weights, keyword triples), `generate_pairs(n, ...)`
--> list of `Pair`, `teacher(pair, rng)`, `render_output`, `parse_rubric`, `rule_evaluate`, `rubric_prf`, and the
-registered example set "rl/proxy_grm/rubricworld" (examples with prompt, completion, answer and the pair's
+Interface for other projects: `make_world(world_seed) -> World` (types, relevant sets, weights, keyword triples),
+`generate_pairs(n, seed, split=...) -> list[Pair]`, `teacher(world, pair, rng) -> TeacherTrace`, `render_output`,
+`parse_rubric`, `rule_evaluate`, `rubric_prf`, and the registered example set "rl/proxy_grm/rubricworld"
+(`rubricworld(split, n, seed, subset=..., stream=...)`: examples with prompt, completion, answer and the pair's
 columns).
 """
 from __future__ import annotations
