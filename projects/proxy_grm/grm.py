@@ -73,7 +73,8 @@ def output_metrics(examples: list[dict], outputs: list[str], world: rw.World, sc
                 exact += int(truth[a] == w)
     out = {"acc": float(np.mean(verdict == gold)),
            "format": float(np.mean([format_ok(o) for o in outputs])),
-           "rubric_p": float(prf[:, 0].mean()), "rubric_r": float(prf[:, 1].mean()), "rubric_f1": float(prf[:, 2].mean()),
+           "rubric_p": float(prf[:, 0].mean()), "rubric_r": float(prf[:, 1].mean()),
+           "rubric_f1": float(prf[:, 2].mean()),
            "weight_exact": exact / listed_true if listed_true else 0.0,
            "style_rate": float(np.mean([any(a == rw.STYLE for a, _ in c) for c in criteria])),
            "transfer_b": float(np.mean(np.where(rule == 0, 0.5, rule == gold))),

@@ -1,10 +1,10 @@
 """The rubric-only proxy (spec §1.2, §4.3): a tiny bidirectional transformer classifier over y1 ⊕ y2 ⊕ rubric (no
 prompt, so the rubric is the only route to the task type), its two trainings and its use as a frozen reward.
 
-Input words: "R1: <y1> R2: <y2> <rubric> ... </rubric> JUDGE:" (each response's bag in vocabulary order) (the rubric as shared.judges.rubric_format.
-extract_rubric cuts it from a GRM output, at most MAX_RUBRIC_WORDS words); with proxy_grm.proxy.with_prompt (the
-ablation) "Q: <keywords>" comes first. The verdict is read at the last word: the LM head's logits of the words "1"
-and "2" there are the two classes.
+Input words: "R1: <y1> R2: <y2> <rubric> ... </rubric> JUDGE:", each response's bag in vocabulary order, the rubric
+as shared.judges.rubric_format.extract_rubric cuts it from a GRM output (at most MAX_RUBRIC_WORDS words); with
+proxy_grm.proxy.with_prompt (the ablation) "Q: <keywords>" comes first. The verdict is read at the last word: the
+LM head's logits of the words "1" and "2" there are the two classes.
 
 TASKS "proxy_grm/proxy" (config.proxy_grm.proxy):
   mode "sft"  cross-entropy on the gold verdict of teacher rubrics (Proxy-SFT)
@@ -121,7 +121,8 @@ class BatchIterator:
         return self
 
     def __next__(self) -> dict:
-        idx = np.random.default_rng([self.seed, self.step]).choice(self.n, self.batch_size, replace=self.n < self.batch_size)
+        rng = np.random.default_rng([self.seed, self.step])
+        idx = rng.choice(self.n, self.batch_size, replace=self.n < self.batch_size)
         self.step += 1
         return {k: v[idx] for k, v in self.arrays.items()}
 

@@ -99,7 +99,8 @@ def test_teacher_rubrics_answers_and_subsets():
 def test_teacher_output_by_hand():
     pair = rw.Pair(0, (0, 1, 2), ("ATTR_2", "STYLE"), ("ATTR_12", "ATTR_2", "NOISE_1"), 1, 2, 2)
     text = rw.render_output([("ATTR_2", 1), ("ATTR_12", 1)], pair.y1, pair.y2, 2)
-    assert text == "<rubric>\nATTR_2 W_1 ATTR_12 W_1\n</rubric>\n<eval>\nATTR_2 EQ ATTR_12 LT\n</eval>\n<answer>\n2\n</answer>"
+    assert text == ("<rubric>\nATTR_2 W_1 ATTR_12 W_1\n</rubric>\n<eval>\nATTR_2 EQ ATTR_12 LT\n</eval>\n"
+                    "<answer>\n2\n</answer>")
     assert rw.render_prompt(pair) == "Q: KW_1 KW_2 KW_3 R1: ATTR_2 STYLE R2: ATTR_12 ATTR_2 NOISE_1 JUDGE:"
 
 
