@@ -36,7 +36,8 @@ FULL_ARMS = ("A", "B", "C", "D", "E3", "E7", "F")
 EVAL_A_SEED_OFFSET = 1000
 COLUMNS = [f"grm/{s}_{m}" for m in ("acc", "rubric_f1", "transfer_a", "transfer_b", "style_rate", "consistency")
            for s in ("id", "ood")] + [
-    "grm/id_rubric_p", "grm/id_rubric_r", "grm/id_weight_exact", "grm/id_format", "grm/id_proxy_acc",
+    *(f"grm/{s}_sampled_{m}" for s in ("id", "ood") for m in ("acc", "rubric_f1", "transfer_a", "transfer_b")),
+    "grm/id_sampled_style_rate", "grm/id_rubric_p", "grm/id_rubric_r", "grm/id_weight_exact", "grm/id_format", "grm/id_proxy_acc",
     "grm/id_acc_before", "grm/ood_acc_before", "grm/id_transfer_a_before", "grm/id_rubric_f1_before",
     "proxy/acc_gold", "proxy/acc_wrong_type", "proxy/acc_corrupt", "proxy/sensitivity", "proxy/acc_style_only",
     "rl/reward_mean", "wall_time_s"]

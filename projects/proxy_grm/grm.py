@@ -15,6 +15,9 @@ before RL (keys ending "_before": the cold start, condition A) and after; per se
   grm/<s>_transfer_b    accuracy of evaluator (b) (rule_evaluate), a tie counting 1/2 (chance)
   grm/<s>_consistency   GRM verdict == evaluator (b)'s verdict on the GRM's own rubric (ties disagree)
   grm/<s>_proxy_acc     accuracy of the training proxy (proxy_grm.proxy_run) on the GRM's rubric: the reward signal
+  grm/<s>_sampled_*     acc, format, rubric_f1, style_rate, transfer_a, transfer_b of one output per pair sampled at
+                        rl.temperature (the distribution RL acts on: a cold start's greedy rubric can be perfect
+                        while its samples still carry the teacher's 15% corruptions)
 and, at the end, the training proxy's verifier metrics (proxy.verifier_metrics: proxy/acc_gold, proxy/sensitivity,
 ...), so that arms C and D show their proxies' quality in the table.
 """
@@ -31,6 +34,7 @@ from shared.registry import HOOKS, TASKS
 from shared.rl.learner import RLHook
 
 SETS = {"id": "test", "ood": "ood"}
+SAMPLED_KEYS = ("acc", "format", "rubric_f1", "style_rate", "transfer_a", "transfer_b")
 
 
 def with_proxy_run(config):
@@ -108,11 +112,12 @@ class GrmEval(RLHook):
         return (scorer_for(str(g.eval_proxy_run)) if g.eval_proxy_run else None,
                 scorer_for(str(g.proxy_run)) if g.proxy_run else None)
 
-    def generate(self, learner, examples: list[dict]) -> list[str]:
+    def generate(self, learner, examples: list[dict], temperature: float = 0.0) -> list[str]:
+        """One output per pair: greedy (temperature 0) or sampled with a fixed key."""
         from shared.model.sampler import SamplingParams
 
-        params = SamplingParams(max_new_tokens=int(self.config.proxy_grm.eval.max_new_tokens), temperature=0.0, n=1,
-                                stop_strings=tuple(learner.rl.stop_strings))
+        params = SamplingParams(max_new_tokens=int(self.config.proxy_grm.eval.max_new_tokens), temperature=temperature,
+                                n=1, stop_strings=tuple(learner.rl.stop_strings))
         prompts = learner.encode_prompts(examples)
         rollout = learner.sampler.generate(learner.rollout_params(), prompts, params, jax.random.key(0),
                                            max_rows=learner.rollout_max_rows(prompts))
@@ -122,9 +127,12 @@ class GrmEval(RLHook):
         world = rw.make_world(int(self.config.proxy_grm.world_seed))
         scorer_a, scorer_train = self.scorers()
         out = {}
+        temperature = float(self.config.rl.temperature)
         for name, examples in self.sets().items():
             metrics = output_metrics(examples, self.generate(learner, examples), world, scorer_a, scorer_train)
             out.update({f"grm/{name}_{k}{suffix}": v for k, v in metrics.items()})
+            sampled = output_metrics(examples, self.generate(learner, examples, temperature), world, scorer_a)
+            out.update({f"grm/{name}_sampled_{k}{suffix}": sampled[k] for k in SAMPLED_KEYS if k in sampled})
         print("[proxy_grm/eval] " + ", ".join(f"{k} {v:.3f}" for k, v in out.items()), flush=True)
         return out
 

@@ -90,7 +90,8 @@ def pipeline(tmp_path_factory):
     summary = run(f"{SPEC}:grm_C_smoke", grm, common + [
         f"train.init_from=run:{sft}", f"proxy_grm.proxy_run={proxy}", f"proxy_grm.eval_proxy_run={proxy}",
         "train.steps=1", "rl.prompts_per_step=2", "rl.group_size=4", "rl.n_eval=0", "proxy_grm.eval.n=4",
-        "proxy_grm.eval.max_new_tokens=8"])
+        "proxy_grm.eval.max_new_tokens=8",
+        "rl.kl_coef=0.0"])     # CI time: no reference policy to compile (the k3 KL path is tested in tests/)
     return dict(proxy=proxy, sft=sft, grm=grm, summary=summary)
 
 
@@ -100,6 +101,8 @@ def test_end_to_end_sft_then_grpo_with_the_proxy_reward(pipeline):
         for key in ("acc", "format", "rubric_f1", "transfer_a", "transfer_b", "style_rate", "consistency",
                     "proxy_acc"):
             assert 0.0 <= summary[f"grm/{s}_{key}"] <= 1.0 and f"grm/{s}_{key}_before" in summary
+        for key in ("acc", "rubric_f1", "transfer_a", "transfer_b"):
+            assert 0.0 <= summary[f"grm/{s}_sampled_{key}"] <= 1.0
     assert 0.0 <= summary["proxy/acc_gold"] <= 1.0
     rows = [json.loads(line) for line in open(os.path.join(pipeline["grm"], "metrics.jsonl"))]
     step = next(r for r in rows if "reward/proxy_grm/proxy/mean" in r)
