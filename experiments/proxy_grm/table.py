@@ -18,6 +18,8 @@ G 8, T 1.0, KL k3 0.01, clip 0.2, lr 3e-5, 300 steps; evaluation on 512 ID and 5
 
     # the smallest table that tests claims 1-2 (A, B, C x 3 seeds; 9 stages + 9 points):
     python -m shared.sweep --config=experiments/proxy_grm/table.py:small --workdir=runs/proxy_grm/small --parallel=12
+    # GRPO learning rate (spec §4.3 {1e-5, 3e-5, 1e-4}; arms B, C, seed 0: 3 stages + 6 points):
+    python -m shared.sweep --config=experiments/proxy_grm/table.py:lr --workdir=runs/proxy_grm/lr --parallel=12
     # the whole of §4.4 (12 stages + 21 points):
     python -m shared.sweep --config=experiments/proxy_grm/table.py --workdir=runs/proxy_grm/table --parallel=16
 
@@ -30,7 +32,8 @@ prefer the variants).
 from projects.proxy_grm.config import ARMS, grm_rl_config, grm_sft_config, proxy_config
 
 SEEDS = (0, 1, 2)
-SWEEP_VARIANTS = ("small",)   # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
+SWEEP_VARIANTS = ("small", "lr")   # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
+LRS = (1e-5, 3e-5, 1e-4)          # spec §4.3's GRPO learning-rate sweep (variant "lr": arms B, C, seed 0)
 SMALL_ARMS = ("A", "B", "C")
 FULL_ARMS = ("A", "B", "C", "D", "E3", "E7", "F")
 EVAL_A_SEED_OFFSET = 1000
@@ -76,8 +79,10 @@ def _point(arm: str, seed: int, suffix: str, smoke: bool) -> dict:
 
 
 def get_sweep(arg=None):
+    if arg == "lr":
+        return _lr_sweep()
     if arg not in (None, "small", "smoke"):
-        raise ValueError(f"experiments/proxy_grm/table.py: unknown sweep variant {arg!r} (known: small, smoke)")
+        raise ValueError(f"experiments/proxy_grm/table.py: unknown sweep variant {arg!r} (known: small, lr, smoke)")
     smoke = arg == "smoke"
     suffix = "_smoke" if smoke else ""
     seeds = SEEDS[:1] if smoke else SEEDS
@@ -94,3 +99,18 @@ def get_sweep(arg=None):
     return dict(name="proxy_grm_small" if arg == "small" else "proxy_grm_table", stages=stages, points=points,
                 group=["arm"], columns=COLUMNS,
                 plot=dict(kind="bars", metric="grm/ood_transfer_b"))
+
+
+def _lr_sweep():
+    """Arms B and C at each lr of LRS, seed 0 (the stages of one seed)."""
+    table = get_sweep("small")
+    stages = [s for s in table["stages"] if s["name"].endswith("_s0")]
+    points = []
+    for arm in ("B", "C"):
+        for lr in LRS:
+            point = _point(arm, 0, "", smoke=False)
+            point["name"] = f"{arm}_lr{lr:g}_s0"
+            point["overrides"]["optim.lr"] = lr
+            points.append(point)
+    return dict(name="proxy_grm_lr", stages=stages, points=points, group=["arm", "optim.lr"], columns=COLUMNS,
+                plot=dict(kind="curves", metric="rl/reward_mean", x="step", label="optim.lr"))
