@@ -32,7 +32,7 @@ prefer the variants).
 from projects.proxy_grm.config import ARMS, grm_rl_config, grm_sft_config, proxy_config
 
 SEEDS = (0, 1, 2)
-SWEEP_VARIANTS = ("small", "lr")   # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
+SWEEP_VARIANTS = ("small", "lr", "coldstart")   # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
 LRS = (1e-5, 3e-5, 1e-4)          # spec §4.3's GRPO learning-rate sweep (variant "lr": arms B, C, seed 0)
 SMALL_ARMS = ("A", "B", "C")
 FULL_ARMS = ("A", "B", "C", "D", "E3", "E7", "F")
@@ -81,8 +81,10 @@ def _point(arm: str, seed: int, suffix: str, smoke: bool) -> dict:
 def get_sweep(arg=None):
     if arg == "lr":
         return _lr_sweep()
+    if arg == "coldstart":
+        return _coldstart_sweep()
     if arg not in (None, "small", "smoke"):
-        raise ValueError(f"experiments/proxy_grm/table.py: unknown sweep variant {arg!r} (known: small, lr, smoke)")
+        raise ValueError(f"experiments/proxy_grm/table.py: unknown sweep variant {arg!r} (known: small, lr, coldstart, smoke)")
     smoke = arg == "smoke"
     suffix = "_smoke" if smoke else ""
     seeds = SEEDS[:1] if smoke else SEEDS
@@ -114,3 +116,29 @@ def _lr_sweep():
             points.append(point)
     return dict(name="proxy_grm_lr", stages=stages, points=points, group=["arm", "optim.lr"], columns=COLUMNS,
                 plot=dict(kind="curves", metric="rl/reward_mean", x="step", label="optim.lr"))
+
+
+COLD_START_STEPS = (50, 100, 200)   # variant "coldstart": shorter GRM cold starts (the 2000-step one is at F1 1.0)
+
+
+def _coldstart_sweep():
+    """Arms A, B, C x 3 seeds from cold starts of COLD_START_STEPS steps: the spec's 2000-step cold start already
+    writes the true rubric (F1 ~1.0 in the small table), which leaves no room for claim 1; an under-trained cold
+    start leaves the rubric to be learned during RL."""
+    table = get_sweep("small")
+    stages = [s for s in table["stages"] if not s["name"].startswith("grm_sft_")]
+    points = []
+    for steps in COLD_START_STEPS:
+        for seed in SEEDS:
+            stages.append(dict(name=f"grm_sft_n{steps}_s{seed}", arg="grm_sft",
+                               overrides={"seed": seed, "train.steps": steps, "optim.warmup_steps": steps // 5,
+                                          "train.checkpoint_every": steps, "train.eval_every": steps}))
+        for arm in SMALL_ARMS:
+            for seed in SEEDS:
+                point = _point(arm, seed, "", smoke=False)
+                point["name"] = f"{arm}_n{steps}_s{seed}"
+                point["overrides"]["train.init_from"] = f"run:{{stage:grm_sft_n{steps}_s{seed}}}"
+                point["arm"] = f"{arm}_n{steps}"
+                points.append(point)
+    return dict(name="proxy_grm_coldstart", stages=stages, points=points, group=["arm"],
+                columns=COLUMNS, plot=dict(kind="bars", metric="grm/id_sampled_rubric_f1"))
