@@ -4,6 +4,7 @@ parsing, aggregation, bidirectional rule, RubricJudge) and shared/rewards/sandbo
 gates); this package is the paper's glue (see README.md):
 
   simulation.py   E1: aggregation and debiasing mechanics in simulation (TASKS "openrs/e1_simulation")
+  judge_eval.py   the RubricJudge on an OpenAI-compatible endpoint over a pair set (TASKS "openrs/judge_eval")
   writing.py      E3: the rubric judge on ConstraintWriting (an oracle-noisy per-criterion simulator as the judge
                   backend, the PVR program, REWARDS "openrs/rubric_judge", "openrs/holistic_judge",
                   "openrs/note_rate")
@@ -21,5 +22,12 @@ PROMPTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts"
 @TASKS.register("openrs/e1_simulation")
 def e1_simulation(config, workdir):
     from projects.openrs.simulation import run
+
+    return run(config, workdir)
+
+
+@TASKS.register("openrs/judge_eval")
+def judge_eval(config, workdir):
+    from projects.openrs.judge_eval import run
 
     return run(config, workdir)
