@@ -137,3 +137,14 @@ def test_constraint_gate_with_fixed_written_and_failing_programs():
     assert code_after_separator("x\n=====\ncode") == "code"
     with pytest.raises(ValueError, match="no '====='"):
         code_after_separator("no separator")
+
+
+def test_no_python_runs_between_fork_and_exec_in_a_jax_process():
+    import warnings
+
+    import jax  # noqa: F401  (registers its at-fork warning, which a preexec_fn would trigger)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert run_python("def check():\n    return 1\n").value == 1
+    assert not [w for w in caught if "fork" in str(w.message)]

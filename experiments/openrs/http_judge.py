@@ -14,18 +14,20 @@ files) in a folder with that layout and pass --config.openrs.prompt_dir=FOLDER. 
 endpoint's (2 judge calls per pair; about 2-4k prompt tokens each with the released meta-rubric).
 The :smoke variant judges the embedded pairs; tests/test_rubric_http.py runs it against a local stub server.
 """
+import os
+
 import ml_collections
 
 from shared.config.base import base_config
 
+PROMPTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "projects", "openrs", "prompts")
 VARIANTS = ("hh", "gsm8k", "smoke")
 
 
 def get_config(arg=None):
     if arg not in (None, *VARIANTS):
         raise ValueError(f"experiments/openrs/http_judge.py: unknown variant {arg!r} (known: {', '.join(VARIANTS)})")
-    from projects.openrs import PROMPTS_DIR
-
     c = base_config()
     c.project = "openrs"
     c.task = "openrs/judge_eval"

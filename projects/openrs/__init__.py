@@ -10,10 +10,11 @@ gates); this package is the paper's glue (see README.md):
                   "openrs/note_rate")
   prompts/        our own short meta-rubric and domain pools (data for shared.judges.rubric.RubricPrompts)
 
-Registrations import their modules on first use, so experiment files import this package without jax.
+The tasks import their modules on first use; writing.py registers its example set and rewards on import.
 """
 import os
 
+from projects.openrs import writing  # noqa: F401  (registrations)
 from shared.registry import TASKS
 
 PROMPTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prompts")

@@ -456,14 +456,15 @@ class RubricJudge(GenerativeJudge):
     asked again up to json_retries times (spec 1.5: 5); S = aggregate(...) per order; the verdict is
     bidirectional(S_f, S_b, min_score) (single order: sign of S_f beyond min_score). Verdict.scores = (S_f, S_b).
 
-    prompts: a RubricPrompts (or its folder); query_type_column: the column naming each pair's domain."""
+    prompts: a RubricPrompts (or its folder); query_type_column: the column naming each pair's domain (else
+    default_query_type)."""
 
     SEPARATOR = "\n---- swapped order ----\n"
 
     def __init__(self, generate: Callable[[Sequence[str]], Sequence[str]], prompts: RubricPrompts | str, *,
                  weights: Mapping[str, float] = DEFAULT_WEIGHTS, veto: bool = True, min_score: float = 0.0,
                  bidirectional: bool = True, json_retries: int = 5, gates: Sequence[Callable] = (),
-                 query_type_column: str = "query_type", **options):
+                 query_type_column: str = "query_type", default_query_type: str | None = None, **options):
         super().__init__(**options)
         self.generate = generate
         self.prompts = prompts if isinstance(prompts, RubricPrompts) else RubricPrompts(prompts)
@@ -471,6 +472,7 @@ class RubricJudge(GenerativeJudge):
         self.weights, self.veto, self.min_score = dict(weights), bool(veto), float(min_score)
         self.both_orders, self.json_retries = bool(bidirectional), max(1, int(json_retries))
         self.gates, self.query_type_column = list(gates), query_type_column
+        self.default_query_type = default_query_type
 
     def _judge_texts(self, texts: list[str]) -> list[tuple[RubricJudgment | None, str, str]]:
         """(judgment or None, last raw reply, last error) per text, regenerating the unparsable ones."""
@@ -513,10 +515,11 @@ class RubricJudge(GenerativeJudge):
                 deciding_gate[i] = str(getattr(gate, "name", type(gate).__name__))
         self.count(gate_decided=int(np.sum(decided != 0)))
         rest = [i for i in range(m) if decided[i] == 0]
-        qtypes = columns.get(self.query_type_column)
-        texts = [self.prompts.render(prompts[i], a[i], b[i], qtypes[i] if qtypes else None) for i in rest]
+        qtypes = columns.get(self.query_type_column) or [None] * m
+        qtypes = [q or self.default_query_type for q in qtypes]
+        texts = [self.prompts.render(prompts[i], a[i], b[i], qtypes[i]) for i in rest]
         if self.both_orders:
-            texts += [self.prompts.render(prompts[i], b[i], a[i], qtypes[i] if qtypes else None) for i in rest]
+            texts += [self.prompts.render(prompts[i], b[i], a[i], qtypes[i]) for i in rest]
         judged = self._judge_texts(texts) if texts else []
         verdicts: list[Verdict | None] = [None] * m
         for i in range(m):

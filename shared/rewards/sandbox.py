@@ -20,7 +20,8 @@ Gates (each `gate(prompts, a, b, columns) -> int [M]`: +1 a wins, -1 b wins, 0 u
   GTGate(check, column="ground_truth")   spec step 1: s = check(prompt, response, ground_truth) in {-1, 0, +1} per
                                          response; s_a > s_b -> +1, s_a < s_b -> -1, else 0 (and 0 without GT)
   ConstraintGate(program=..., writer=..., column="constraints")   spec step 2 with need_code=True: a checker
-                                         program defining check(response) -> bool is run in the sandbox on both
+                                         program defining check(response) -> bool (pass_prompt: check(response,
+                                         prompt)) is run in the sandbox on both
                                          responses; exactly one satisfied -> it wins, else 0. The program is fixed
                                          (a PVR), per pair in `program_column`, or written by `writer(constraint)`
                                          (an LLM whose reply has the code after a '=====' line)
@@ -42,10 +43,15 @@ import numpy as np
 STATUSES = ("ok", "timeout", "memory", "error")
 _RESULT_MARK = "\x00SANDBOX_RESULT\x00"
 
-# The child: reads (code, entry, calls) from stdin, installs the audit hook, runs the code, writes the result JSON
-# after a marker on its real stdout. Everything it needs is imported before the hook goes in.
+# The child: sets its resource limits, reads (code, entry, calls) from stdin, installs the audit hook, runs the code,
+# writes the result JSON after a marker on its real stdout. Everything it needs is imported before the hook goes in.
+# The limits are set by the child itself, not by a preexec_fn: forking a multithreaded parent (JAX) must run no
+# Python between fork and exec.
 _CHILD = r'''
-import builtins, io, json, os, sys
+import io, json, os, resource, sys
+for limit, value in ((resource.RLIMIT_AS, {memory}), (resource.RLIMIT_CPU, {cpu}), (resource.RLIMIT_FSIZE, {fsize}),
+                     (resource.RLIMIT_CORE, 0)):
+    resource.setrlimit(limit, (value, value))
 payload = json.loads(sys.stdin.read())
 root = os.path.realpath(os.getcwd())
 real_stdout = sys.stdout
@@ -135,16 +141,6 @@ class SandboxResult:
         return self.values[0] if self.ok and self.values else None
 
 
-def _limits(memory_mb: int, cpu_s: int, file_mb: int) -> Callable[[], None]:
-    def apply():
-        os.setsid()  # its own process group: a timeout kills everything it started
-        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb << 20, file_mb << 20))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    return apply
-
-
 def run_python(code: str, calls: Sequence[Sequence] = ((),), *, entry: str | None = "check",
                timeout_s: float = 5.0, memory_mb: int = 512, file_mb: int = 16) -> SandboxResult:
     """Runs `code` in a sandboxed child and calls entry(*args) for each args in `calls` (entry=None: only runs the
@@ -156,9 +152,11 @@ def run_python(code: str, calls: Sequence[Sequence] = ((),), *, entry: str | Non
     with tempfile.TemporaryDirectory(prefix="sandbox_") as folder:
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "HOME": folder,
                "TMPDIR": folder}
-        proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", _CHILD], cwd=folder, env=env,
+        child = (_CHILD.replace("{memory}", str(int(memory_mb) << 20)).replace("{fsize}", str(int(file_mb) << 20))
+                 .replace("{cpu}", str(max(1, int(timeout_s) + 1))))
+        proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", child], cwd=folder, env=env,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                preexec_fn=_limits(int(memory_mb), max(1, int(timeout_s) + 1), int(file_mb)))
+                                start_new_session=True)  # its own process group: a timeout kills all it started
         try:
             out, err = proc.communicate(payload.encode("utf-8"), timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -242,8 +240,8 @@ class ConstraintGate:
 
     def __init__(self, program: str | None = None, *, writer: Callable[[str], str] | None = None,
                  column: str = "constraints", program_column: str = "checker", timeout_s: float = 5.0,
-                 memory_mb: int = 512, entry: str = "check"):
-        self.program, self.writer = program, writer
+                 memory_mb: int = 512, entry: str = "check", pass_prompt: bool = False):
+        self.program, self.writer, self.pass_prompt = program, writer, bool(pass_prompt)
         self.column, self.program_column = column, program_column
         self.timeout_s, self.memory_mb, self.entry = float(timeout_s), int(memory_mb), entry
         self.stats = {"programs": 0, "failed_programs": 0, "checked": 0}
@@ -264,9 +262,10 @@ class ConstraintGate:
             self.stats["failed_programs"] += 1
             return None
 
-    def satisfied(self, program: str, responses: Sequence[str]) -> list[bool]:
-        result = run_python(program, [(r,) for r in responses], entry=self.entry, timeout_s=self.timeout_s,
-                            memory_mb=self.memory_mb)
+    def satisfied(self, program: str, responses: Sequence[str], prompts: Sequence[str] | None = None) -> list[bool]:
+        """check(response) (pass_prompt: check(response, prompt)) per response, in one sandbox process."""
+        calls = [(r,) for r in responses] if prompts is None else list(zip(responses, prompts))
+        result = run_python(program, calls, entry=self.entry, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
         self.stats["programs"] += 1
         self.stats["checked"] += len(responses)
         if not result.ok:
@@ -283,7 +282,8 @@ class ConstraintGate:
                 by_program.setdefault(program, []).append(i)
         out = np.zeros(m, np.int64)
         for program, rows in by_program.items():
-            ok = self.satisfied(program, [a[i] for i in rows] + [b[i] for i in rows])
+            texts = [a[i] for i in rows] + [b[i] for i in rows]
+            ok = self.satisfied(program, texts, [prompts[i] for i in rows] * 2 if self.pass_prompt else None)
             for k, i in enumerate(rows):
                 out[i] = int(ok[k]) - int(ok[len(rows) + k])
         return out
