@@ -27,7 +27,6 @@ GPU cost (estimate, not measured: no GPU here): a stage ~1 min, a point ~3 min o
 claim: --only holistic_s0,holistic_s1,holistic_s2,rubric_pvr_s0,rubric_pvr_s1,rubric_pvr_s2 (3 stages + 6 points,
 ~21 GPU-minutes; the stages come along).
 """
-import ml_collections
 
 from experiments.base._recipe import sft_config, smoke
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
