@@ -38,7 +38,8 @@ AGGREGATION_TABLE = [
 @pytest.mark.parametrize("scores,types,veto,min_score,expected", AGGREGATION_TABLE)
 def test_aggregate_hand_computed(scores, types, veto, min_score, expected):
     weights = {**DEFAULT_WEIGHTS, "fatal": 5.0}
-    assert float(aggregate(scores, types, weights, veto=veto, min_score=min_score)) == pytest.approx(expected, abs=1e-12)
+    total = float(aggregate(scores, types, weights, veto=veto, min_score=min_score))
+    assert total == pytest.approx(expected, abs=1e-12)
 
 
 def test_aggregate_vectorised_equals_rows_padding_and_weights_as_data():
@@ -277,3 +278,14 @@ def test_rubric_judge_as_brpo_reward(prompt_dir):
     np.testing.assert_array_equal(pref, [1, -1])
     assert metrics["judge/pairs"] == 2 and metrics["judge/calls"] == 4
     assert reward(["q"], ["longest"], reference=["x"]) == [1.0]
+
+
+def test_parsing_random_text_raises_only_judge_errors():
+    rng = np.random.default_rng(0)
+    alphabet = list('{}[]":,\'ABS012-+ abc\n/*\\') + ["rubric_compares", "score", "chosen", "type", "core", "fatal"]
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet, size=int(rng.integers(0, 60))))
+        try:
+            parse_rubric_judgment(text)
+        except JudgeError:
+            pass

@@ -4,10 +4,10 @@
     python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py --workdir=runs/openrs/e3 --parallel=8
     python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py:smoke --workdir=/tmp/openrs_e3_smoke
 
-Per seed one SFT warm start (a sweep stage, 600 steps) on format-only completions (rl/openrs/constraint_writing_zero:
-perturbed gold responses, NOTE suffixes included, so the policy can hack), then 150 BRPO steps (B = 64 prompts x
-G = 8, BRPO-raw, clip-higher 0.28, lr 5e-5, no KL) with one of four judges (projects/openrs/writing.py), all with
-error rate 0.1 and position bias 0.15:
+Per seed one SFT warm start (a sweep stage, 1500 steps of 128) on format-only completions
+(rl/openrs/constraint_writing_zero: perturbed gold responses, NOTE suffixes included, so the policy can hack), then
+150 BRPO steps (B = 64 prompts x G = 8, BRPO-raw, clip-higher 0.28, lr 5e-5, no KL) with one of four judges
+(projects/openrs/writing.py), all with error rate 0.1 and position bias 0.15:
   holistic     one noisy verdict per pair with writing_zero's annotator bias 0.35 (prefer the NOTE suffix, else the
                longer text): the holistic pairwise judge trained on biased labels of writing_zero_brpo.md 4.3
   rubric       OpenRS with the spec's oracle-noisy per-criterion simulator: per-criterion comparisons (coverage
@@ -33,7 +33,7 @@ from experiments.base._recipe import sft_config, smoke
 TASK = "rl/openrs/constraint_writing_zero"
 SEEDS = (0, 1, 2)
 RL_STEPS = 150
-SFT_STEPS = 600
+SFT_STEPS = 1500
 JUDGE = {"error_rate": 0.1, "position_bias": 0.15}
 ARMS = {"holistic": ("openrs/holistic_judge", {"bias": 0.35}),
         "rubric": ("openrs/rubric_judge", {"bias": 0.0, "pvr": False}),
