@@ -47,8 +47,9 @@ def test_http_judge_config_smoke_against_the_stub(stub, tmp_path):
     body = stub.requests[0]["body"]
     assert body["model"] == "stub-judge" and body["temperature"] == 0.0 and body["top_p"] == 1.0
     assert body["seed"] == 1024 and body["max_tokens"] == 2048
-    prompt = user_message(body)
-    assert "rubric_compares" in prompt and "[Request]\nWhat is the capital of France?" in prompt
+    prompts = [user_message(r["body"]) for r in stub.requests]  # concurrent: in any order
+    assert all("rubric_compares" in p for p in prompts)
+    assert sum("[Request]\nWhat is the capital of France?" in p for p in prompts) in (2, 3)  # both orders (+ retry)
     verdicts = [json.loads(line) for line in (workdir / "verdicts.jsonl").read_text().splitlines()]
     # forward: core A (5 * 2) + highlight A (1) -> 11/6; swapped: core B (-10) + highlight A (+1) -> -9/6
     assert verdicts[0]["scores"] == pytest.approx([11 / 6, -9 / 6], abs=1e-5)
@@ -70,3 +71,15 @@ def test_http_judge_config_without_bidirectional_follows_the_bias(stub, tmp_path
                        f"--config.openrs.bidirectional={flag}"]) == 0
         summary = json.loads((workdir / "summary.json").read_text())
         assert (summary["accuracy"], summary["tie_rate"]) == (accuracy, ties)
+
+
+def test_chat_backend_failed_request_is_regenerated(stub):
+    from shared.judges.http import ChatClient
+    from shared.judges.rubric import RubricJudge, chat_generate
+
+    stub.script = [(400, {"error": "bad request"}, 0.0)]  # not retried by the client: the judge asks again
+    client = ChatClient(stub.base_url, "m", retries=0, concurrency=1)
+    judge = RubricJudge(chat_generate(client, max_tokens=64), "projects/openrs/prompts", bidirectional=False)
+    verdict = judge.compare([EMBEDDED[0]["prompt"]], [EMBEDDED[0]["chosen"]], [EMBEDDED[0]["rejected"]])[0]
+    assert verdict.pref == 1 and judge.cost()["json_retries"] == 1 and client.cost()["failures"] == 1
+    assert stub.requests[-1]["body"]["max_tokens"] == 64 and stub.requests[-1]["body"]["seed"] == 1024
