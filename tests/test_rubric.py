@@ -185,6 +185,7 @@ def test_prompt_registry_by_query_type(prompt_dir, tmp_path):
     assert text.startswith("Q=2+2?\nA=4\nB=5\nPOOL=math pool") and '{"rubric_compares": []}' in text
     assert "POOL=generic pool" in prompts.render("q", "a", "b", "poetry") and prompts.unknown_types == {"poetry"}
     assert "POOL=generic pool" in prompts.render("q", "a", "b")
+    assert prompts.render("{response_b}", "x", "y").startswith("Q={response_b}\nA=x\nB=y")  # no re-substitution
     (tmp_path / "meta_rubric.md").write_text("{query} {response_a}")
     with pytest.raises(ValueError, match="response_b"):
         RubricPrompts(str(tmp_path))

@@ -77,9 +77,10 @@ def test_chat_backend_failed_request_is_regenerated(stub):
     from shared.judges.http import ChatClient
     from shared.judges.rubric import RubricJudge, chat_generate
 
-    stub.script = [(400, {"error": "bad request"}, 0.0)]  # not retried by the client: the judge asks again
+    # an HTTP error the client does not retry, then a reply that is no chat completion: the judge asks again
+    stub.script = [(400, {"error": "bad request"}, 0.0), (200, {"not": "a completion"}, 0.0)]
     client = ChatClient(stub.base_url, "m", retries=0, concurrency=1)
     judge = RubricJudge(chat_generate(client, max_tokens=64), "projects/openrs/prompts", bidirectional=False)
     verdict = judge.compare([EMBEDDED[0]["prompt"]], [EMBEDDED[0]["chosen"]], [EMBEDDED[0]["rejected"]])[0]
-    assert verdict.pref == 1 and judge.cost()["json_retries"] == 1 and client.cost()["failures"] == 1
+    assert verdict.pref == 1 and judge.cost()["json_retries"] == 2 and client.cost()["failures"] == 1
     assert stub.requests[-1]["body"]["max_tokens"] == 64 and stub.requests[-1]["body"]["seed"] == 1024

@@ -371,6 +371,9 @@ def bidirectional(s_forward, s_backward, margin: float = 0.0) -> np.ndarray:
 # ---------------------------------------------------------------- prompts
 
 
+_FIELD = re.compile(r"\{(query|response_a|response_b|domain_rubric)\}")
+
+
 class RubricPrompts:
     """The judge prompt as data: a folder with `meta_rubric.md` (the template: {query}, {response_a},
     {response_b}, {domain_rubric} are replaced; other braces stay, so JSON examples need no escaping) and
@@ -414,8 +417,9 @@ class RubricPrompts:
         return self._domains[key]
 
     def render(self, query: str, a: str, b: str, query_type: str | None = None) -> str:
-        return (self.template.replace("{domain_rubric}", self.domain(query_type)).replace("{query}", query)
-                .replace("{response_a}", a).replace("{response_b}", b))
+        """The judge prompt; one pass over the template, so a field name inside a response stays as written."""
+        values = {"query": query, "response_a": a, "response_b": b, "domain_rubric": self.domain(query_type)}
+        return _FIELD.sub(lambda m: values[m.group(1)], self.template)
 
 
 # ---------------------------------------------------------------- the judge
@@ -438,10 +442,14 @@ def chat_generate(client, *, system_prompt: str | None = None, temperature: floa
                                    raise_errors=raise_errors, **params)
         out = []
         for reply in replies:
-            if isinstance(reply, JudgeError):
-                out.append("")
-                continue
-            out.append(reply_text(reply, client.url)[0])
+            try:
+                if isinstance(reply, JudgeError):
+                    raise reply
+                out.append(reply_text(reply, client.url)[0])
+            except JudgeError:
+                if raise_errors:
+                    raise
+                out.append("")  # unparsable: the judge asks again, then applies its malformed policy
         return out
 
     generate.client = client
