@@ -28,3 +28,4 @@ from shared.judges.verdict import (  # noqa: F401
     JudgeError, Verdict, make_parser, parse_json_verdict, parse_judgment, parse_score_split, parse_scores,
     parse_tags, parse_verdict, prefs,
 )
+from shared.judges import rubric_format  # noqa: F401  (the GRM output format; registers genrm/format, genrm/accuracy)

@@ -5,13 +5,13 @@ terms) and the built-ins.
 Importing this package registers: math/boxed, math/gsm8k, math/last_number, format/tags,
 format/boxed_present, format/no_repeat, length/penalty, task/tinygsm_sym_process and the family task/<name> (every
 example set's checker as a reward, `task_reward` in task.py), and the reward combiners REWARD_COMBINERS sum, zscore,
-ref_frozen, trifactor (combine.py). The model-backed rewards (model/scalar_rm,
+ref_frozen, trifactor (combine.py) and gated (compose.py). The model-backed rewards (model/scalar_rm,
 model/pairwise_judge) live a layer up, in shared.judges: they build models, which the RL loop below them does.
 """
 from shared.rewards.core import (  # noqa: F401
     RewardError, RewardFactory, RewardFn, RewardManager, RewardResult, RewardSpec, build_reward_fn,
     parse_reward_specs, register_reward, register_reward_factory,
 )
-from shared.rewards import combine, format, math, task  # noqa: F401,A004  (registrations)
+from shared.rewards import combine, compose, format, math, task  # noqa: F401,A004  (registrations)
 from shared.rewards.task import task_reward  # noqa: F401
 from shared.rewards.math import answers_equivalent, last_boxed, math_verify_available  # noqa: F401

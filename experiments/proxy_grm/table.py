@@ -1,0 +1,116 @@
+"""Proxy-GRM on RubricWorld (spec ../shared/papers/proxy_grm.md §4): conditions A-F of §4.4, 3 seeds, metrics of §4.5,
+judged against §4.6 in projects/proxy_grm/README.md.
+
+Per seed, stages (every arm of a seed starts from the same ones):
+  proxy_sft_s<k>   Proxy-SFT: rubric-only classifier, cross-entropy on 1.5k "correct" teacher pairs, 600 steps
+  proxy_rl_s<k>    Proxy-RL: same model, REINFORCE on 3k pairs, 3000 steps                      (full table only)
+  proxy_a_s<k>     unseen evaluator (a): Proxy-SFT with another seed (k + 1000), width (d 96) and data stream
+  grm_sft_s<k>     GRM cold start: SFT on 3k "correct" teacher traces, 2000 steps (d 256, 4 layers, 4 heads)
+The teacher data is RubricWorld's deterministic generator (projects/proxy_grm/rubricworld.py): each consumer
+draws its own stream, so no data stage is needed. Points (GRPO from grm_sft_s<k> on the 10k "hard" set, B 64 x
+G 8, T 1.0, KL k3 0.01, clip 0.2, lr 3e-5, 300 steps; evaluation on 512 ID and 512 OOD pairs):
+  A   SFT only (0 RL steps: the evaluation of the cold start)
+  B   r_acc + 0.5 r_fmt (answer-only); r_proxy (Proxy-SFT) is scored and logged with weight 0
+  C   r_acc + r_proxy + 0.5 r_fmt with Proxy-SFT (Proxy-GRM)
+  D   C with Proxy-RL                                                                           (full table only)
+  E3  gated use_fb3, E7 gated use_fb7 (shared.rewards.compose.GATES)                             (full table only)
+  F   C with 1/4 of the GRM-RL data (2.5k pairs)                                                (full table only)
+
+    # the smallest table that tests claims 1-2 (A, B, C x 3 seeds; 9 stages + 9 points):
+    python -m shared.sweep --config=experiments/proxy_grm/table.py:small --workdir=runs/proxy_grm/small --parallel=12
+    # GRPO learning rate (spec §4.3 {1e-5, 3e-5, 1e-4}; arms B, C, seed 0: 3 stages + 6 points):
+    python -m shared.sweep --config=experiments/proxy_grm/table.py:lr --workdir=runs/proxy_grm/lr --parallel=12
+    # the whole of §4.4 (12 stages + 21 points):
+    python -m shared.sweep --config=experiments/proxy_grm/table.py --workdir=runs/proxy_grm/table --parallel=16
+
+Cost estimate (not measured on GPU yet; from the CLIPO table's 0.43 s per RL step of a same-size policy on one
+H200): a proxy stage ~0.5-1 min, a cold start ~1-1.5 min, an RL point ~3-4 min (300 steps + 4 evaluations of
+512 pairs) with 3 points per GPU. small: ~6-9 min wall on 4 H100s (~25-35 GPU-min); full: ~12-16 min wall on
+4 H100s (~55-65 GPU-min). Lower --config.train.steps for a quicker look (it applies to the stages too, so
+prefer the variants).
+"""
+from projects.proxy_grm.config import ARMS, grm_rl_config, grm_sft_config, proxy_config
+
+SEEDS = (0, 1, 2)
+SWEEP_VARIANTS = ("small", "lr")   # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
+LRS = (1e-5, 3e-5, 1e-4)          # spec §4.3's GRPO learning-rate sweep (variant "lr": arms B, C, seed 0)
+SMALL_ARMS = ("A", "B", "C")
+FULL_ARMS = ("A", "B", "C", "D", "E3", "E7", "F")
+EVAL_A_SEED_OFFSET = 1000
+COLUMNS = [f"grm/{s}_{m}" for m in ("acc", "rubric_f1", "transfer_a", "transfer_b", "style_rate", "consistency")
+           for s in ("id", "ood")] + [
+    *(f"grm/{s}_sampled_{m}" for s in ("id", "ood") for m in ("acc", "rubric_f1", "transfer_a", "transfer_b")),
+    "grm/id_sampled_style_rate", "grm/id_rubric_p", "grm/id_rubric_r", "grm/id_weight_exact", "grm/id_format", "grm/id_proxy_acc",
+    "grm/id_acc_before", "grm/ood_acc_before", "grm/id_transfer_a_before", "grm/id_rubric_f1_before",
+    "proxy/acc_gold", "proxy/acc_wrong_type", "proxy/acc_corrupt", "proxy/sensitivity", "proxy/acc_style_only",
+    "rl/reward_mean", "wall_time_s"]
+
+
+def get_config(arg=None):
+    """Variants (each also "<variant>_smoke"): grm_<arm> (default grm_C), proxy_sft, proxy_rl, proxy_a, grm_sft."""
+    arg = arg or "grm_C"
+    smoke = arg == "smoke" or arg.endswith("_smoke")
+    base = "grm_C" if arg == "smoke" else arg[:-len("_smoke")] if arg.endswith("_smoke") else arg
+    if base in ("proxy_sft", "proxy_rl"):
+        return proxy_config(base[len("proxy_"):], smoke)
+    if base == "proxy_a":   # evaluator (a): another width and data stream (its seed comes from the stage)
+        c = proxy_config("sft", smoke, d_model=32 if smoke else 96)
+        c.proxy_grm.proxy.stream = "proxy_eval_a"
+        return c
+    if base == "grm_sft":
+        return grm_sft_config(smoke)
+    if base.startswith("grm_") and base[4:] in ARMS:
+        return grm_rl_config(base[4:], smoke)
+    raise ValueError(f"experiments/proxy_grm/table.py: unknown variant {arg!r} (known: grm_<arm> for arm in "
+                     f"{', '.join(ARMS)}; proxy_sft, proxy_rl, proxy_a, grm_sft; each with _smoke)")
+
+
+def _point(arm: str, seed: int, suffix: str, smoke: bool) -> dict:
+    rl_arm = {"A": "B", "F": "C"}.get(arm, arm)
+    proxy = "proxy_rl" if arm == "D" else "proxy_sft"
+    overrides = {"seed": seed, "train.init_from": f"run:{{stage:grm_sft_s{seed}}}",
+                 "proxy_grm.proxy_run": f"{{stage:{proxy}_s{seed}}}",
+                 "proxy_grm.eval_proxy_run": f"{{stage:proxy_a_s{seed}}}"}
+    if arm == "A":
+        overrides["train.steps"] = 0
+    if arm == "F":
+        overrides["rl.n_train"] = 8 if smoke else 2500
+    return dict(name=f"{arm}_s{seed}", arg=f"grm_{rl_arm}{suffix}", arm=arm, overrides=overrides)
+
+
+def get_sweep(arg=None):
+    if arg == "lr":
+        return _lr_sweep()
+    if arg not in (None, "small", "smoke"):
+        raise ValueError(f"experiments/proxy_grm/table.py: unknown sweep variant {arg!r} (known: small, lr, smoke)")
+    smoke = arg == "smoke"
+    suffix = "_smoke" if smoke else ""
+    seeds = SEEDS[:1] if smoke else SEEDS
+    arms = FULL_ARMS if arg is None else SMALL_ARMS
+    stages = []
+    for seed in seeds:
+        stages.append(dict(name=f"proxy_sft_s{seed}", arg="proxy_sft" + suffix, overrides={"seed": seed}))
+        if "D" in arms:
+            stages.append(dict(name=f"proxy_rl_s{seed}", arg="proxy_rl" + suffix, overrides={"seed": seed}))
+        stages.append(dict(name=f"proxy_a_s{seed}", arg="proxy_a" + suffix,
+                           overrides={"seed": seed + EVAL_A_SEED_OFFSET}))
+        stages.append(dict(name=f"grm_sft_s{seed}", arg="grm_sft" + suffix, overrides={"seed": seed}))
+    points = [_point(arm, seed, suffix, smoke) for arm in arms for seed in seeds]
+    return dict(name="proxy_grm_small" if arg == "small" else "proxy_grm_table", stages=stages, points=points,
+                group=["arm"], columns=COLUMNS,
+                plot=dict(kind="bars", metric="grm/ood_transfer_b"))
+
+
+def _lr_sweep():
+    """Arms B and C at each lr of LRS, seed 0 (the stages of one seed)."""
+    table = get_sweep("small")
+    stages = [s for s in table["stages"] if s["name"].endswith("_s0")]
+    points = []
+    for arm in ("B", "C"):
+        for lr in LRS:
+            point = _point(arm, 0, "", smoke=False)
+            point["name"] = f"{arm}_lr{lr:g}_s0"
+            point["overrides"]["optim.lr"] = lr
+            points.append(point)
+    return dict(name="proxy_grm_lr", stages=stages, points=points, group=["arm", "optim.lr"], columns=COLUMNS,
+                plot=dict(kind="curves", metric="rl/reward_mean", x="step", label="optim.lr"))
