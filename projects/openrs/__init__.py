@@ -4,6 +4,8 @@ parsing, aggregation, bidirectional rule, RubricJudge) and shared/rewards/sandbo
 gates); this package is the paper's glue (see README.md):
 
   simulation.py   E1: aggregation and debiasing mechanics in simulation (TASKS "openrs/e1_simulation")
+  rubricworld_judges.py  E2: learned tiny judges on RubricWorld (projects/proxy_grm/rubricworld.py), holistic vs
+                  per-criterion comparator + external aggregation (TASKS "openrs/e2_rubricworld")
   judge_eval.py   the RubricJudge on an OpenAI-compatible endpoint over a pair set (TASKS "openrs/judge_eval")
   writing.py      E3: the rubric judge on ConstraintWriting (an oracle-noisy per-criterion simulator as the judge
                   backend, the PVR program, REWARDS "openrs/rubric_judge", "openrs/holistic_judge",
@@ -30,5 +32,12 @@ def e1_simulation(config, workdir):
 @TASKS.register("openrs/judge_eval")
 def judge_eval(config, workdir):
     from projects.openrs.judge_eval import run
+
+    return run(config, workdir)
+
+
+@TASKS.register("openrs/e2_rubricworld")
+def e2_rubricworld(config, workdir):
+    from projects.openrs.rubricworld_judges import run
 
     return run(config, workdir)
