@@ -3,10 +3,7 @@ random text, the malformed policy, the mock and oracle backends, SwapJudge (swap
 Voting@n, the OpenAI-compatible HTTP backend against a local stub server (retries, Retry-After, timeouts,
 concurrency limit, call accounting), the sampler backend against a direct Sampler.generate, and the reward
 model/pairwise_judge's judge_pairs with its judge/* metrics."""
-import http.server
-import json
 import random
-import threading
 import time
 
 import numpy as np
@@ -15,6 +12,7 @@ import pytest
 import shared.judges  # noqa: F401  (registers model/pairwise_judge)
 from shared.judges import (ChatClient, HTTPJudge, JudgeError, MockJudge, OracleJudge, SwapJudge, Verdict,
                            VotingJudge, parse_judgment, parse_json_verdict, parse_score_split, parse_tags, wrap)
+from http_stub import chat_reply, serve
 from shared.registry import REWARDS
 from shared.rewards import RewardManager
 
@@ -198,62 +196,19 @@ def test_voting_over_a_noisy_oracle_beats_a_single_vote():
 # ---------------------------------------------------------------- HTTP backend against a stub server
 
 
-def _reply(text, usage=(30, 10)):
-    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]}}
-
-
-class _Stub(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        server = self.server
-        with server.lock:
-            server.requests.append(body)
-            server.active += 1
-            server.max_active = max(server.max_active, server.active)
-            status, payload, delay, headers = server.script.pop(0) if server.script else server.decide(body)
-        time.sleep(delay)
-        with server.lock:  # done before replying: the client may send its next request as soon as it reads this one
-            server.active -= 1
-        try:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
-    def log_message(self, *args):
-        pass
-
-
 def _by_length(body):
     """Prefers the longer response, after a short delay; answers in the score-split format."""
     content = body["messages"][-1]["content"]
     a = content.split("[Response A]\n")[1].split("\n\n[Response B]")[0]
     b = content.split("[Response B]\n")[1].split("\n\n")[0]
     split = (7, 3) if len(a) > len(b) else (3, 7) if len(b) > len(a) else (5, 5)
-    return 200, _reply(f"Principles: depth.\nScore A: {split[0]}, Score B: {split[1]}"), 0.05, {}
+    return 200, chat_reply(f"Principles: depth.\nScore A: {split[0]}, Score B: {split[1]}"), 0.05, {}
 
 
 @pytest.fixture
 def stub(monkeypatch):
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
-    server.daemon_threads = True
-    server.lock, server.requests, server.script, server.decide = threading.Lock(), [], [], _by_length
-    server.active = server.max_active = 0
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    server.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serve(_by_length, monkeypatch) as server:
+        yield server
 
 
 def test_http_judge_verdicts_concurrency_limit_and_accounting(stub):
@@ -271,14 +226,14 @@ def test_http_judge_verdicts_concurrency_limit_and_accounting(stub):
     assert (cost["pairs"], cost["calls"], cost["requests"], cost["prompt_tokens"], cost["completion_tokens"]) == \
         (12, 12, 12, 360, 120)
     assert cost["max_in_flight"] <= 3
-    body = stub.requests[0]
+    body = stub.requests[0]["body"]
     assert body["model"] == "genrm" and body["temperature"] == 0.0 and "Score A: <points>" in \
         body["messages"][-1]["content"]
 
 
 def test_http_judge_retries_backoff_retry_after_and_errors(stub):
     stub.script = [(503, {"error": "busy"}, 0.0, {}), (429, {"error": "slow"}, 0.0, {"Retry-After": "0.05"}),
-                   (200, _reply("Score A: 1, Score B: 9"), 0.0, {})]
+                   (200, chat_reply("Score A: 1, Score B: 9"), 0.0, {})]
     judge = HTTPJudge(stub.base_url, "m", retries=2, backoff=0.01)
     start = time.perf_counter()
     assert judge.compare(["q"], ["x"], ["y"])[0].pref == -1
@@ -290,7 +245,7 @@ def test_http_judge_retries_backoff_retry_after_and_errors(stub):
         judge.compare(["q"], ["x"], ["y"])
     assert judge.cost()["requests"] == 4
 
-    stub.script = [(200, _reply("A"), 1.0, {})] * 2
+    stub.script = [(200, chat_reply("A"), 1.0, {})] * 2
     slow = HTTPJudge(stub.base_url, "m", timeout=0.15, retries=1, backoff=0.01)
     start = time.perf_counter()
     with pytest.raises(JudgeError, match="no answer after 2 attempts"):
@@ -304,7 +259,7 @@ def test_http_judge_retries_backoff_retry_after_and_errors(stub):
     assert out[0].pref == 0 and "not a chat completion" in out[0].error and out[1].pref == 1
     assert tolerant.cost()["errors"] == 1
 
-    stub.script = [(200, _reply("I refuse to judge."), 0.0, {})]
+    stub.script = [(200, chat_reply("I refuse to judge."), 0.0, {})]
     out = HTTPJudge(stub.base_url, "m", retries=0).compare(["q"], ["x"], ["y"])[0]
     assert out.malformed and out.pref == 0
     with pytest.raises(ValueError, match="JUDGE_URL_UNSET_FOR_TEST is unset"):

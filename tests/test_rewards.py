@@ -1,11 +1,8 @@
 """shared.rewards: math answer equivalence, format/length rewards, the RewardManager (weights, metrics, error
 and NaN policies), the scalar reward model against a direct forward, and the pairwise judges (the HTTP one
 against a local http.server)."""
-import http.server
-import json
 import math
 import os
-import threading
 import time
 
 import jax.numpy as jnp
@@ -14,6 +11,7 @@ import numpy as np
 import pytest
 
 import shared.rewards  # noqa: F401  registers the built-ins
+from http_stub import chat_reply, serve
 from shared.registry import REWARDS, UnknownNameError
 from shared.judges import (JudgeError, OpenAIJudge, ScalarRMJudge, ScalarRewardModel, compare_batch,
                            parse_verdict)
@@ -406,54 +404,17 @@ def test_parse_verdict(text, expected):
     assert parse_verdict(text) == expected
 
 
-def _chat_reply(text, logprobs=None):
-    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-    if logprobs is not None:
-        choice["logprobs"] = logprobs
-    return {"id": "x", "object": "chat.completion", "choices": [choice]}
-
-
-class _JudgeHandler(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        server = self.server
-        server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-        status, payload, delay = server.script.pop(0) if server.script else server.decide(body)
-        time.sleep(delay)
-        data = json.dumps(payload).encode()
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
-            pass
-
-    def log_message(self, *args):
-        pass
-
-
 def _decide_by_content(body):
     """The judge prefers whichever response contains 'good'."""
     content = body["messages"][-1]["content"]
     a = content.split("[Response A]")[1].split("[Response B]")[0]
-    return 200, _chat_reply("A" if "good" in a else "Response B is better."), 0.0
+    return 200, chat_reply("A" if "good" in a else "Response B is better."), 0.0
 
 
 @pytest.fixture
 def judge_server(monkeypatch):
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _JudgeHandler)
-    server.daemon_threads = True
-    server.requests, server.script, server.decide = [], [], _decide_by_content
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    server.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serve(_decide_by_content, monkeypatch) as server:
+        yield server
 
 
 def test_http_judge_request_and_verdicts(judge_server, monkeypatch):
@@ -473,11 +434,11 @@ def test_http_judge_request_and_verdicts(judge_server, monkeypatch):
     np.testing.assert_array_equal(p, [1, 0] * 3)
     assert "Authorization" not in judge_server.requests[-1]["headers"]
 
-    judge_server.script = [(200, _chat_reply("A"), 0.0), (200, _chat_reply("A"), 0.0)]  # always says "A"
+    judge_server.script = [(200, chat_reply("A"), 0.0), (200, chat_reply("A"), 0.0)]  # always says "A"
     biased = OpenAIJudge(judge_server.base_url, "m", swap_average=True, retries=0)
     assert biased.compare("q", "x", "y") == 0.5  # position bias cancels out
 
-    judge_server.script = [(200, _chat_reply("I cannot decide."), 0.0)] * 2
+    judge_server.script = [(200, chat_reply("I cannot decide."), 0.0)] * 2
     assert judge.compare("q", "x", "y") == 0.5 and judge.unparsed == 1
     strict = OpenAIJudge(judge_server.base_url, "m", on_unparsed="raise", retries=0)
     with pytest.raises(JudgeError, match="neither A nor B"):
@@ -488,7 +449,7 @@ def test_http_judge_logprobs(judge_server):
     top = [{"token": "A", "logprob": math.log(0.6)}, {"token": " B", "logprob": math.log(0.2)},
            {"token": "C", "logprob": math.log(0.1)}]
     logprobs = {"content": [{"token": "A", "logprob": math.log(0.6), "top_logprobs": top}]}
-    judge_server.script = [(200, _chat_reply("A", logprobs), 0.0)]
+    judge_server.script = [(200, chat_reply("A", logprobs=logprobs), 0.0)]
     judge = OpenAIJudge(judge_server.base_url, "m", use_logprobs=True, retries=0)
     assert judge.compare("q", "x", "y") == pytest.approx(0.6 / 0.8)
     assert judge_server.requests[-1]["body"]["logprobs"] is True
@@ -496,7 +457,7 @@ def test_http_judge_logprobs(judge_server):
 
 def test_http_judge_retries_timeouts_and_errors(judge_server):
     judge_server.script = [(500, {"error": "overloaded"}, 0.0), (429, {"error": "slow down"}, 0.0),
-                           (200, _chat_reply("B"), 0.0)]
+                           (200, chat_reply("B"), 0.0)]
     judge = OpenAIJudge(judge_server.base_url, "m", retries=2, backoff=0.01)
     assert judge.compare("q", "x", "y") == 0.0
     assert len(judge_server.requests) == 3
@@ -506,7 +467,7 @@ def test_http_judge_retries_timeouts_and_errors(judge_server):
         judge.compare("q", "x", "y")
     assert len(judge_server.requests) == 4
 
-    judge_server.script = [(200, _chat_reply("A"), 1.0), (200, _chat_reply("A"), 1.0)]
+    judge_server.script = [(200, chat_reply("A"), 1.0), (200, chat_reply("A"), 1.0)]
     slow = OpenAIJudge(judge_server.base_url, "m", timeout=0.2, retries=1, backoff=0.01)
     start = time.time()
     with pytest.raises(JudgeError, match="no answer after 2 attempts"):

@@ -2,7 +2,7 @@
 judged against §4.6 in projects/proxy_grm/README.md.
 
 Per seed, stages (every arm of a seed starts from the same ones):
-  proxy_sft_s<k>   Proxy-SFT: rubric-only classifier, cross-entropy on 1.5k "correct" teacher pairs, 1500 steps
+  proxy_sft_s<k>   Proxy-SFT: rubric-only classifier, cross-entropy on 1.5k "correct" teacher pairs, 600 steps
   proxy_rl_s<k>    Proxy-RL: same model, REINFORCE on 3k pairs, 3000 steps                      (full table only)
   proxy_a_s<k>     unseen evaluator (a): Proxy-SFT with another seed (k + 1000), width (d 96) and data stream
   grm_sft_s<k>     GRM cold start: SFT on 3k "correct" teacher traces, 2000 steps (d 256, 4 layers, 4 heads)

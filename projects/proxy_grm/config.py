@@ -73,7 +73,7 @@ def _common(smoke: bool):
 
 
 def proxy_config(mode: str = "sft", smoke: bool = False, d_model: int = 128, n_layers: int = 2):
-    """Proxy-SFT / Proxy-RL (spec §4.3): 1.5k / 3k correct teacher pairs."""
+    """Proxy-SFT / Proxy-RL (spec §4.3): 1.5k / 3k correct teacher pairs; bidirectional, 2 layers, d 128."""
     c = _common(smoke)
     c.task = "proxy_grm/proxy"
     p = c.proxy_grm.proxy
@@ -83,8 +83,10 @@ def proxy_config(mode: str = "sft", smoke: bool = False, d_model: int = 128, n_l
     c.data.seq_len = proxy_seq_len(bool(p.with_prompt))
     _model(c, d_model, n_layers, 4, causal=False, max_seq_len=c.data.seq_len)
     c.train.batch_size = 64
-    c.train.steps = 1500 if mode == "sft" else 3000
-    c.train.eval_every = 500
+    # SFT: held-out accuracy peaks near 500 steps on 1.5k pairs (d 128; a CPU check: 0.904 at 500, 0.891 at 1500
+    # with the held-out loss rising from 0.39 to 0.69), so 600 steps; REINFORCE is noisier and sees 3k pairs
+    c.train.steps = 600 if mode == "sft" else 3000
+    c.train.eval_every = 200 if mode == "sft" else 500
     c.train.eval_batches = 4
     c.train.checkpoint_every = c.train.steps
     c.optim.lr = 1e-3 if mode == "sft" else 3e-4

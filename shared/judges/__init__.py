@@ -5,6 +5,7 @@ below the launcher. A judge gets what it needs (a run loader, a sampler, an HTTP
   generative.py  the judge interface compare(prompts, a, b) -> list[Verdict]; mock, oracle, sampler and legacy
                  backends; SwapJudge and VotingJudge
   http.py        the OpenAI-compatible backend (ChatClient, HTTPJudge)
+  rubric.py      OpenRS: rubric data model, JSON parsing, veto aggregation, bidirectional rule, RubricJudge
   pairwise.py    OpenAIJudge, ScalarRMJudge and the reward model/pairwise_judge
   scalar_rm.py   the reward model/scalar_rm
 
@@ -17,6 +18,10 @@ from shared.judges.generative import (  # noqa: F401
 from shared.judges.http import ChatClient, HTTPJudge  # noqa: F401
 from shared.judges.pairwise import (  # noqa: F401
     OpenAIJudge, PairwiseJudge, PairwiseJudgeReward, ScalarRMJudge, compare_batch, make_pairwise_judge,
+)
+from shared.judges.rubric import (  # noqa: F401
+    Criterion, CriterionCompare, RubricJudge, RubricJudgment, RubricPrompts, aggregate, bidirectional,
+    parse_rubric_judgment,
 )
 from shared.judges.scalar_rm import ScalarRewardModel  # noqa: F401
 from shared.judges.verdict import (  # noqa: F401
