@@ -31,7 +31,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from shared.judges.generative import GenerativeJudge
-from shared.judges.verdict import JudgeError, Verdict
+from shared.judges.verdict import JudgeError, Verdict, json_spans
 
 CRITERION_TYPES = ("fatal", "core", "important", "highlight")
 # spec 1.4: fatal criteria are a veto, not a weight; a "fatal" entry is used only by aggregate(veto=False)
@@ -192,30 +192,7 @@ def _drop_trailing_comma(out: list[str]) -> None:
 
 def _candidates(text: str) -> list[str]:
     """JSON-looking spans: fenced blocks, then every outermost balanced {...}, then a trailing unbalanced one."""
-    found = [m.group(1).strip() for m in _FENCED.finditer(text)]
-    depth, start, in_string, escaped, quote = 0, None, False, False, ""
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                in_string = False
-            continue
-        if ch == '"' and depth:
-            in_string, quote = True, ch
-        elif ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                found.append(text[start:i + 1])
-    if depth and start is not None:  # the reply was cut off inside an object
-        found.append(text[start:])
-    return found
+    return [m.group(1).strip() for m in _FENCED.finditer(text)] + json_spans(text, keep_unclosed=True)
 
 
 def extract_json(text: str) -> list[dict]:

@@ -203,12 +203,12 @@ _A_KEYS = ("score_a", "scorea", "a_score", "score_1", "response_a", "a")
 _B_KEYS = ("score_b", "scoreb", "b_score", "score_2", "response_b", "b")
 
 
-def _json_objects(text: str) -> list[dict]:
-    """Every JSON object in the text that parses (fenced blocks and balanced {...} spans), last one first."""
-    candidates = re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text or "", flags=re.S)
-    depth, start = 0, None
+def json_spans(text: str, keep_unclosed: bool = False) -> list[str]:
+    """Every outermost balanced {...} span of the text, in order (braces inside JSON strings do not count);
+    keep_unclosed: also the trailing span of a reply cut off inside an object."""
+    spans, depth, start = [], 0, None
     in_string = escaped = False
-    for i, ch in enumerate(text or ""):
+    for i, ch in enumerate(text):
         if in_string:
             if escaped:
                 escaped = False
@@ -226,7 +226,16 @@ def _json_objects(text: str) -> list[dict]:
         elif ch == "}" and depth:
             depth -= 1
             if depth == 0:
-                candidates.append(text[start:i + 1])
+                spans.append(text[start:i + 1])
+    if keep_unclosed and depth and start is not None:
+        spans.append(text[start:])
+    return spans
+
+
+def _json_objects(text: str) -> list[dict]:
+    """Every JSON object in the text that parses (fenced blocks and balanced {...} spans), last one first."""
+    candidates = re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text or "", flags=re.S)
+    candidates += json_spans(text or "")
     objects = []
     for candidate in reversed(candidates):
         try:
