@@ -3,6 +3,7 @@ jsonl reading, the loss ignoring prompt tokens, exact iterator resume, and a 3-s
 cpu_8 (with greedy accuracy, summary.json and the data state saved in the checkpoint)."""
 import json
 import os
+import re
 
 import jax
 import jax.numpy as jnp
@@ -79,6 +80,53 @@ def test_sft_loss_counts_only_completion_targets():
     target = int(rows["targets"][0, first_completion])
     loss3, _ = LOSSES.get("sft_xent")(logits.at[0, first_completion, target].add(3.0), batch, None)
     assert abs(float(loss3) - float(loss)) > 1e-4
+
+
+def test_context_spans_are_masked_out_of_the_sft_loss_exactly(tmp_path):
+    # completion " s<i>doc</i> a": the tool's block "<i>doc</i>" (characters 2..12) is context, not learned
+    completion = " s<i>doc</i> a"
+    example = {"prompt": "Q", "completion": completion, "context_spans": [[2, 12]]}
+    assert completion[2:12] == "<i>doc</i>"
+    rows, stats = S.build_rows(TOK, [example, {"prompt": "Q", "completion": completion}], 20)
+    assert stats["examples"] == 2
+    # byte tokens: targets 0 = "Q" (prompt), 1..14 = the completion's 14 bytes, 15 = eos; padding after
+    np.testing.assert_array_equal(rows["targets"][0, :16], ids("Q" + completion) + [TOK.eos_id])
+    np.testing.assert_array_equal(rows["targets"][0], rows["targets"][1])     # spans change no token here
+    weights = rows["loss_mask"] * (1 - rows["prompt_mask"])                   # what sft_xent learns
+    expected = np.zeros(20, np.float32)
+    expected[1:16] = 1.0            # completion + eos ...
+    expected[1 + 2:1 + 12] = 0.0    # ... but the context span
+    np.testing.assert_array_equal(weights[0], expected)
+    np.testing.assert_array_equal(weights[1, :16], [0] + [1] * 15)            # no spans: as before
+    np.testing.assert_array_equal(rows["loss_mask"][0], rows["loss_mask"][1])  # lm_xent still sees every token
+
+    # the loss equals the mean NLL over the trainable targets, computed by hand
+    batch = {k: jnp.asarray(v[:1]) for k, v in rows.items()}
+    logits = jax.random.normal(jax.random.key(2), (1, 20, TOK.vocab_size))
+    loss, _ = LOSSES.get("sft_xent")(logits, batch, None)
+    logp = np.asarray(jax.nn.log_softmax(logits[0], axis=-1))
+    trainable = [t for t in range(1, 16) if not 3 <= t < 13]
+    assert len(trainable) == 5   # " s", " a", eos
+    by_hand = -np.mean([logp[t, rows["targets"][0, t]] for t in trainable])
+    np.testing.assert_allclose(float(loss), by_hand, rtol=1e-5)
+
+    # spans split the tokenization at their borders, in order, whatever order they are given in
+    spans = [[9, 12], [2, 5]]
+    token_ids, context = S.encode_completion(TOK, completion, spans)
+    assert token_ids == ids(completion) and context == [2 <= c < 5 or 9 <= c < 12 for c in range(14)]
+    assert S.encode_example(TOK, "Q", completion, 20, spans) == S.encode_example(TOK, "Q", completion, 20)
+    for bad, message in [([[5, 3]], "overlaps another span or is outside"), ([[0, 15]], "(length 14)"),
+                         ([[0, 5], [4, 8]], "overlaps"), ([[1]], "is not a [start, end] pair"),
+                         ("0:3", "must be a list")]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            S.encode_completion(TOK, completion, bad)
+    # jsonl records carry spans through (checked, with the record's place in errors)
+    path = tmp_path / "spans.jsonl"
+    path.write_text(json.dumps(example) + "\n")
+    assert S.read_sft_jsonl(str(path)) == [("spans.jsonl:1", example)]
+    path.write_text(json.dumps(dict(example, context_spans=[[0, 99]])) + "\n")
+    with pytest.raises(DataError, match=re.escape(f"{path}:1: context_spans: [0, 99]")):
+        S.read_sft_jsonl(str(path))
 
 
 def test_chat_template_and_jsonl_records(tmp_path):

@@ -167,3 +167,6 @@ class ReplayBuffer:
 
     def state(self) -> list[dict]:
         return [dict(it) for it in self.items]
+
+    def load_state(self, items: Sequence[dict]) -> None:
+        self.items = [dict(it) for it in items]

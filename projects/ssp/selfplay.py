@@ -71,9 +71,18 @@ class SearchSelfPlay(Game):
         self.buffer = G.ReplayBuffer(int(s.replay_reset_every), float(s.replay_max_success))
         self.oracle_reader = G.OracleReader()
         self.frozen = None   # the warm-start rollout params of a frozen role (solver_only / proposer_only)
-        # running counts since the start (or resume) of the run: the filter's precision/recall over every step,
+        # running counts since the start of the run (kept across a resume): the filter's precision/recall over every step,
         # what a table reads at the end (one step's values are noisy and undefined when nothing passes the rules)
         self.totals = {"accepted": 0, "accepted_oracle_valid": 0, "ruled_oracle_valid": 0}
+
+    # ------------------------------------------------------------------ checkpointed with the run
+    def get_state(self) -> dict:
+        """The replay buffer and the running filter counts: a resumed run goes on as an uninterrupted one."""
+        return {"buffer": self.buffer.state(), "totals": dict(self.totals)}
+
+    def set_state(self, state: dict) -> None:
+        self.buffer.load_state(state["buffer"])
+        self.totals = {k: int(state["totals"][k]) for k in self.totals}
 
     # ------------------------------------------------------------------ params per role
     def _frozen_params(self, learner):

@@ -9,6 +9,9 @@ both roles that warm-start the policy (ssp.md D.2).
                     decides what a good question is);
     reader trace    the solver prompt with a solver trace's documents plus distractors as one information block,
                     answered without search (the RAG check's reader mode).
+Each search's <information> block (with the space that joins it to the </search> before it) is the environment's
+text, not the policy's: the examples mark it as "context_spans" (shared/train/sft.py), so the SFT warm start does not
+learn it, as the RL loss does not learn observation tokens (shared/agent/episodes.py masks the tool's reply).
 A `noise` fraction of solver and proposer traces makes one wrong search first (a wrong entity for the hop, or an
 unrelated entity) and recovers with the right one. Traces use the real search tool, so a hop the retrieval misses
 makes no trace.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 from typing import Sequence
 
 from projects.ssp import kb as kb_lib
@@ -41,6 +45,14 @@ class Environment:
 @functools.lru_cache(maxsize=4)
 def environment(kb_seed: int = 0, sizes: tuple = (), pool_size: int = 2000, top_k: int = 3) -> Environment:
     return Environment(kb_seed, sizes, pool_size, top_k)
+
+
+INFORMATION_BLOCK = re.compile(r" ?<information>.*?</information>", re.S)
+
+
+def information_spans(completion: str) -> list[list[int]]:
+    """[start, end) character spans of the completion's <information> blocks (each with its leading space)."""
+    return [[m.start(), m.end()] for m in INFORMATION_BLOCK.finditer(completion)]
 
 
 def _turn(env: Environment, query: str) -> tuple[str, str]:
@@ -109,8 +121,8 @@ def proposer_trace(env: Environment, answer: str, hops: int, rng: random.Random,
 
 def sft_examples(env: Environment, n: int, seed: int, noise: float = 0.1, hops: Sequence[int] = (1, 2, 3),
                  mix: tuple[float, float, float] = (0.4, 0.4, 0.2), n_distractors: int = 4) -> list[dict]:
-    """n SFT examples ({"prompt", "completion", "answer", "task", "role"}) over answers of the pool D: proposer,
-    solver and reader traces in proportions `mix`."""
+    """n SFT examples ({"prompt", "completion", "answer", "task", "role", "context_spans"}) over answers of the
+    pool D: proposer, solver and reader traces in proportions `mix`."""
     rng = random.Random(seed)
     out, attempts = [], 0
     while len(out) < n and attempts < 20 * n + 100:
@@ -142,4 +154,5 @@ def sft_examples(env: Environment, n: int, seed: int, noise: float = 0.1, hops: 
                         "answer": a, "role": role})
     for e in out:
         e["task"] = "ssp_traces"
+        e["context_spans"] = information_spans(e["completion"])
     return out

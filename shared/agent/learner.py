@@ -20,7 +20,10 @@ Token rewards: each turn's reward on its last token, the episode reward on its l
 rl.kl_in_reward the KL penalty is added per token on top. Metrics: rl/role/<name>/{reward_mean, reward_std,
 episodes, turns_mean, policy_tokens_mean, finished_frac, advantage_mean, ...} and the game's own; rl/reward_mean
 is over the trained rows. config.agent (agent_config()) holds the turn limits and the roles.
-Checkpoints, resume, the reference, the critic, micro-batching: as RLLearner.
+Checkpoints, resume, the reference, the critic, micro-batching: as RLLearner. A game with state that must
+survive a resume (e.g. a replay buffer) returns it as JSON from Game.get_state(); it is saved in each
+checkpoint's data_state under "game" (per process, like the prompt iterator's position) and given back to
+Game.set_state() on resume.
 """
 from __future__ import annotations
 
@@ -67,6 +70,33 @@ class Game:
     def evaluate(self, learner: "AgentLearner", examples: list[dict]) -> dict:
         return {}
 
+    def get_state(self) -> dict | None:
+        """JSON state saved with each checkpoint (None: nothing to save)."""
+        return None
+
+    def set_state(self, state: dict) -> None:
+        """Restores what get_state returned (called on resume, before the first step)."""
+        raise NotImplementedError(f"{type(self).__name__}.get_state saves state but set_state is not defined")
+
+
+class GameLoopState:
+    """The RL loop's data_state (prompt position, reward combiner) plus the game's state under "game"."""
+
+    def __init__(self, loop_state, game: Game):
+        self.loop_state, self.game = loop_state, game
+
+    def get_state(self) -> dict:
+        state = self.loop_state.get_state()
+        game = self.game.get_state()
+        if game is not None:
+            state["game"] = game
+        return state
+
+    def set_state(self, state: dict) -> None:
+        self.loop_state.set_state(state)
+        if state.get("game") is not None:
+            self.game.set_state(state["game"])
+
 
 @dataclasses.dataclass
 class PackedRollout:
@@ -99,6 +129,9 @@ class AgentLearner(RLLearner):
         self.roles = role_specs(config)
         super().__init__(config, workdir, tokenizer, train_examples, {"test": list(eval_examples)} if eval_examples
                          else {}, reward_manager=None, init_params=init_params)
+        self.loop_state = GameLoopState(self.loop_state, game)
+        if self.trainer.data_state is not None:   # RLLearner restored the prompts already (same values again)
+            self.loop_state.set_state(self.trainer.data_state)
         self.episode_sampler = EpisodeSampler(
             self.actor.graphdef, config.model, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id, tokenizer=tokenizer,
             mesh=self.rollout.mesh, rules=self.actor.rules, attention=self.actor.attention,

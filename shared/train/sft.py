@@ -5,20 +5,26 @@ Data (config.data):
                       evaluation, each example's "prompt" and gold "completion". data.task_options are the task's
                       keyword options (e.g. {"ops": "+-"} or {"path": ".../gsm8k"}); data.n_train examples.
   source "jsonl"      data.path (file, folder or glob of .jsonl) with one record per line, either
-                        {"prompt": str, "completion": str}   or
+                        {"prompt": str, "completion": str[, "context_spans": [[start, end], ...]]}   or
                         {"messages": [{"role": "system"|"user"|"assistant", "content": str}, ...]}
                       A chat record uses a plain template: every turn but the last is rendered as
                       "<Role>: <content>\\n" (Role = System / User / Assistant) and the prompt ends with "Assistant:";
                       the completion is " " + the last message, which must be the assistant's. Validation records
                       come from data.val_path, else a hash split of (file, line) with data.val_fraction.
 
+Context spans: an example may carry "context_spans", [start, end) character offsets into its completion of text the
+policy does not write (e.g. a tool's <information> block in an agent trace): their tokens are context, like the
+prompt (prompt_mask 1, so sft_xent does not learn them; lm_xent still does). With spans the completion is
+tokenized segment by segment (span boundaries fall on token boundaries, as when shared/agent appends an
+observation's tokens); without them it is tokenized whole, as before.
+
 Rows: one example per row of data.seq_len tokens, [bos] + prompt ids + completion ids + [eos] (prompt and
 completion tokenized separately), right-padded. An example too long for a row loses prompt tokens from the
 left (never completion tokens; bos stays); one whose completion alone does not fit is dropped. Both are
 counted (summary: data/truncated_train, data/dropped_train, ...). Batch arrays, [B, T]:
   inputs, targets (next token), positions (0.. per row), segment_ids (1 on real tokens, 0 on padding),
-  loss_mask (1 on real targets), prompt_mask (1 where the TARGET is a prompt token: the last prompt position,
-  whose target is the first completion token, is 0 and counts).
+  loss_mask (1 on real targets), prompt_mask (1 where the TARGET is a prompt token or a token of a context span:
+  the last prompt position, whose target is the first completion token, is 0 and counts).
 With train.loss = "sft_xent" (LOSSES) only completion targets are learned; "lm_xent" trains on all of it.
 
 Training runs through the Trainer (resume, checkpoints, eval loss on held-out examples every train.eval_every
@@ -83,7 +89,14 @@ def sft_record(record: Any, where: str) -> dict:
         if not isinstance(record.get(key), str):
             raise DataError(f"{where}: record needs string fields 'prompt' and 'completion' (or 'messages'); "
                             f"{key!r} is {'missing' if key not in record else type(record[key]).__name__}")
-    return {"prompt": record["prompt"], "completion": record["completion"]}
+    example = {"prompt": record["prompt"], "completion": record["completion"]}
+    if "context_spans" in record:
+        example["context_spans"] = record["context_spans"]
+        try:
+            check_context_spans(example["context_spans"], len(example["completion"]))
+        except ValueError as e:
+            raise DataError(f"{where}: {e}") from None
+    return example
 
 
 def read_sft_jsonl(pattern: str, key: str = "data.path") -> list[tuple[str, dict]]:
@@ -136,11 +149,50 @@ def _plain(options: Any) -> dict:
 # ------------------------------------------------------------------------------------------ rows and batches
 
 
-def encode_example(tokenizer, prompt: str, completion: str, seq_len: int) -> tuple[list[int], int, bool] | None:
-    """(tokens [bos] + prompt + completion + [eos], prompt length, truncated) fitting seq_len + 1 tokens (rows hold
-    seq_len input/target pairs), prompt cut from the left; None when the completion alone does not fit."""
-    prompt_ids = list(tokenizer.encode(prompt))
-    completion_ids = list(tokenizer.encode(completion))
+def check_context_spans(spans: Any, completion_length: int) -> list[tuple[int, int]]:
+    """The spans as sorted [(start, end)], or ValueError unless they are non-overlapping [start, end) pairs of
+    ints within the completion."""
+    if not isinstance(spans, (list, tuple)):
+        raise ValueError(f"context_spans must be a list of [start, end] pairs; got {type(spans).__name__}")
+    out = []
+    for span in spans:
+        if (not isinstance(span, (list, tuple)) or len(span) != 2
+                or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in span)):
+            raise ValueError(f"context_spans: {span!r} is not a [start, end] pair of ints")
+        out.append((int(span[0]), int(span[1])))
+    out.sort()
+    previous_end = 0
+    for start, end in out:
+        if not previous_end <= start <= end <= completion_length:
+            raise ValueError(f"context_spans: [{start}, {end}] overlaps another span or is outside the completion "
+                             f"(length {completion_length})")
+        previous_end = end
+    return out
+
+
+def encode_completion(tokenizer, completion: str, context_spans: Sequence = ()) -> tuple[list[int], list[bool]]:
+    """(completion ids, is-context flag per id): tokenized whole without spans, else segment by segment."""
+    if not context_spans:
+        ids = list(tokenizer.encode(completion))
+        return ids, [False] * len(ids)
+    ids, context, cursor = [], [], 0
+    segments = []
+    for start, end in check_context_spans(context_spans, len(completion)):
+        segments += [(completion[cursor:start], False), (completion[start:end], True)]
+        cursor = end
+    segments.append((completion[cursor:], False))
+    for text, is_context in segments:
+        if text:
+            piece = list(tokenizer.encode(text))
+            ids += piece
+            context += [is_context] * len(piece)
+    return ids, context
+
+
+def fit_row(tokenizer, prompt_ids: list[int], completion_ids: list[int], seq_len: int
+            ) -> tuple[list[int], int, bool] | None:
+    """(tokens [bos] + prompt + completion + [eos], prompt length, truncated) fitting seq_len + 1 tokens, prompt
+    cut from the left; None when the completion alone does not fit."""
     room = seq_len + 1 - 2 - len(completion_ids)
     if room < 0:
         return None
@@ -148,6 +200,14 @@ def encode_example(tokenizer, prompt: str, completion: str, seq_len: int) -> tup
     if truncated:
         prompt_ids = prompt_ids[len(prompt_ids) - room:]
     return [tokenizer.bos_id] + prompt_ids + completion_ids + [tokenizer.eos_id], len(prompt_ids), truncated
+
+
+def encode_example(tokenizer, prompt: str, completion: str, seq_len: int, context_spans: Sequence = ()
+                   ) -> tuple[list[int], int, bool] | None:
+    """(tokens [bos] + prompt + completion + [eos], prompt length, truncated) fitting seq_len + 1 tokens (rows hold
+    seq_len input/target pairs), prompt cut from the left; None when the completion alone does not fit."""
+    completion_ids, _ = encode_completion(tokenizer, completion, context_spans)
+    return fit_row(tokenizer, list(tokenizer.encode(prompt)), completion_ids, seq_len)
 
 
 def empty_rows(count: int, seq_len: int, pad_id: int) -> dict[str, np.ndarray]:
@@ -163,14 +223,16 @@ def build_rows(tokenizer, examples: Sequence[dict], seq_len: int) -> tuple[dict[
     """One row per example (arrays [n, seq_len], see module doc) and {"examples", "truncated", "dropped"}."""
     encoded, truncated, dropped = [], 0, 0
     for example in examples:
-        result = encode_example(tokenizer, example["prompt"], example["completion"], seq_len)
+        completion_ids, context = encode_completion(tokenizer, example["completion"],
+                                                    example.get("context_spans") or ())
+        result = fit_row(tokenizer, list(tokenizer.encode(example["prompt"])), completion_ids, seq_len)
         if result is None:
             dropped += 1
             continue
-        encoded.append(result)
+        encoded.append((*result, context))
         truncated += result[2]
     rows = empty_rows(len(encoded), seq_len, tokenizer.pad_id)
-    for r, (tokens, prompt_len, _) in enumerate(encoded):
+    for r, (tokens, prompt_len, _, context) in enumerate(encoded):
         length = len(tokens) - 1  # (input, target) pairs
         rows["inputs"][r, :length] = tokens[:-1]
         rows["targets"][r, :length] = tokens[1:]
@@ -178,6 +240,7 @@ def build_rows(tokenizer, examples: Sequence[dict], seq_len: int) -> tuple[dict[
         rows["segment_ids"][r, :length] = 1
         rows["loss_mask"][r, :length] = 1.0
         rows["prompt_mask"][r, :prompt_len] = 1.0  # targets 0..prompt_len-1 are the prompt tokens
+        rows["prompt_mask"][r, prompt_len + np.flatnonzero(context)] = 1.0  # completion token c is target prompt_len+c
     return rows, {"examples": len(encoded), "truncated": truncated, "dropped": dropped}
 
 

@@ -157,3 +157,26 @@ def test_traces_follow_the_game(env):
             assert G.solver_reward(e["completion"], e["answer"]) == 1.0
         else:
             assert e["completion"] == f" <answer> {e['answer']} </answer>"
+
+
+def test_traces_mark_the_tool_replies_as_context(env):
+    """Every <information> block of a trace (the search tool's reply, with its joining space) is a context span,
+    and the SFT rows learn exactly the rest: the policy's searches and its final question/answer."""
+    from projects.ssp.prompts import search_queries
+    from shared.data import ByteTokenizer
+    from shared.train.sft import build_rows
+
+    examples = T.sft_examples(env, 30, seed=1, noise=0.3)
+    searching = [e for e in examples if e["role"] != "reader"]
+    assert searching and all(e["context_spans"] == [] for e in examples if e["role"] == "reader")
+    for e in searching:
+        text, spans = e["completion"], e["context_spans"]
+        replies = [text[a:b] for a, b in spans]
+        assert replies == [" " + env.search(q) for q in search_queries(text)]    # one per search, in order
+        policy = "".join(text[b:a] for b, a in zip([0] + [b for _, b in spans], [a for a, _ in spans] + [len(text)]))
+        assert "information>" not in policy and policy.count("</search>") == len(spans)
+        tok = ByteTokenizer()
+        rows, stats = build_rows(tok, [e], 4096)
+        assert stats["examples"] == 1
+        learned = rows["targets"][0][(rows["loss_mask"][0] * (1 - rows["prompt_mask"][0])) > 0]
+        assert tok.decode(learned[:-1]) == policy and learned[-1] == tok.eos_id

@@ -128,6 +128,53 @@ def test_scripted_step(game):
     assert len(game.buffer) == 0                                         # cleared after step 10
 
 
+def test_replay_buffer_survives_save_and_restore():
+    """The game's state (replay buffer, running filter counts) through JSON into a fresh game: the next step's
+    solver batch (the fresh questions + the two slots filled from the buffer) and the buffer after it are the
+    uninterrupted game's; a fresh game without the state plays a different batch."""
+    import json
+
+    c = smoke_config(**{"ssp.rag": "oracle"})
+    played = SearchSelfPlay(c)
+    env, rng = played.env, random.Random(1)
+    examples, traces = [], []
+    for a in env.pool:
+        made = proposer_trace(env, a, 2, rng)
+        if made is not None:
+            examples.append({"answer": a, "hops": 2})
+            traces.append(made[0])
+        if len(examples) == 5:
+            break
+    examples += [{"answer": env.pool[-2], "hops": 1}, {"answer": env.pool[-3], "hops": 1}]
+    traces += [" I do not know", " nothing"]
+
+    def solver(prompt, ex, i):
+        return [f"<answer> {ex['answer'] if i % 3 == 0 else 'Nobody'} </answer>"]
+
+    def learner_at(step):
+        learner = ScriptedLearner({"proposer": lambda p, ex, i: split_turns(traces[i]), "solver": solver}, group=2)
+        learner.step = step
+        return learner
+
+    played.play(learner_at(1), examples, jax.random.key(0))
+    assert len(played.buffer) == 5 and played.totals["accepted"] == 5
+    state = json.loads(json.dumps(played.get_state()))
+    restored, fresh = SearchSelfPlay(c), SearchSelfPlay(c)
+    restored.set_state(state)
+    assert restored.buffer.state() == played.buffer.state() and restored.totals == played.totals
+
+    def solver_batch(game):
+        batch = game.play(learner_at(2), examples, jax.random.key(1))[1]
+        return [(e.example["question"], e.example["answer"], e.reward) for e in batch.episodes]
+
+    expected = solver_batch(played)
+    assert len(expected) == 14                    # 5 fresh questions + 2 from the buffer, 2 samples each
+    assert solver_batch(restored) == expected
+    assert restored.buffer.state() == played.buffer.state() and len(played.buffer) == 10
+    assert restored.totals == played.totals == {k: 2 * v for k, v in state["totals"].items()}
+    assert len(solver_batch(fresh)) == 10         # no buffer: the invalid slots stay empty
+
+
 def test_policy_reader_and_penalty():
     c = smoke_config(**{"ssp.invalid_reward": -0.1})
     game = SearchSelfPlay(c)
