@@ -1,0 +1,92 @@
+"""experiments/march/march_qwen.py: the three roles' prompts and parsers under a byte-level BPE tokenizer (what Qwen
+uses), and the grpo_smoke variant's RL loop started the way the paper-scale config is, from an HF checkpoint
+(train.init_from=hf:<dir>) with an HF tokenizer.json (data.tokenizer=hf), on 8 CPU devices."""
+import json
+
+import jax
+import numpy as np
+import pytest
+
+import projects.march  # noqa: F401  registrations
+from projects.march import numfacts as nf
+from projects.march.matching import parse_audit, parse_questions
+from shared.data.tokenizers import HFTokenizer
+
+
+def byte_level_bpe(texts, vocab_size: int, path: str) -> HFTokenizer:
+    """A Qwen-style tokenizer.json (byte-level BPE, <|endoftext|> as its only special token) trained on texts."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    tok.save(path)
+    return HFTokenizer(path)
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return nf.traces("train", 30, seed=0)
+
+
+@pytest.fixture(scope="module")
+def bpe(traces, tmp_path_factory):
+    texts = [t["prompt"] + t["completion"] for t in traces]
+    return byte_level_bpe(texts, 384, str(tmp_path_factory.mktemp("bpe") / "tokenizer.json"))
+
+
+def test_role_texts_survive_a_bpe_round_trip_and_parse_the_same(traces, bpe):
+    """Every role's prompt and target, encoded by the BPE tokenizer and decoded, is the same text (newlines and
+    all), and the parsers read the same pairs / audit lines / numbers from it."""
+    bytes_total = tokens_total = 0
+    for t in traces:
+        for text in (t["prompt"], t["completion"]):
+            ids = bpe.encode(text)
+            assert bpe.decode(ids) == text
+            bytes_total, tokens_total = bytes_total + len(text.encode()), tokens_total + len(ids)
+        decoded = bpe.decode(bpe.encode(t["completion"]))
+        if t["role"] == "proposer":
+            assert parse_questions(decoded) == parse_questions(t["completion"]) != []
+        elif t["role"] == "checker":
+            assert parse_audit(decoded) == parse_audit(t["completion"]) != {}
+        else:
+            assert nf.response_numbers(decoded) == nf.response_numbers(t["completion"]) != []
+    assert tokens_total < bytes_total / 2        # it really merges: not a byte tokenizer in disguise
+
+
+def test_grpo_smoke_from_an_hf_checkpoint_and_tokenizer(bpe, tmp_path):
+    """The grpo_smoke policy (qwen3-shaped) saved by save_hf (weights x 2, so their norm tells them from a fresh init),
+    loaded through train.init_from=hf:<dir>, one RL step of Solver -> Proposer -> Checker with the BPE tokenizer."""
+    from flax import nnx
+
+    from experiments.march.march_qwen import get_config
+    from shared.model import build_model
+    from shared.model.convert import save_hf
+    from shared.registry import TASKS
+
+    assert jax.device_count() == 8
+    config = get_config("grpo_smoke")
+    assert config.model.family == "qwen3" and config.model.qk_norm
+    state = jax.tree.map(lambda x: 2.0 * x, nnx.split(build_model(config.model))[1])
+    hf_dir = tmp_path / "hf"
+    save_hf(config.model, state, str(hf_dir))
+    saved_norm = float(np.sqrt(sum(np.sum(np.square(np.asarray(x))) for x in jax.tree.leaves(state))))
+    config.train.init_from = f"hf:{hf_dir}"
+    config.data.tokenizer, config.data.tokenizer_path = "hf", bpe.path
+    config.train.steps = 1
+    # fewer programs to compile on a busy CI machine (the vote and the KL are covered in test_march.py): one audit
+    # per response, no reference pass, the evaluation only before RL
+    config.march.checker_samples, config.rl.kl_coef, config.rl.eval_every = 1, 0.0, 100
+    config.lock()
+    summary = TASKS.get("march/rl")(config, str(tmp_path / "run"))
+    assert summary["num_devices"] == 8 and summary["steps"] == 1
+    assert summary["train/param_norm"] == pytest.approx(saved_norm, rel=0.02)
+    group = config.agent.roles.solver.group_size
+    assert summary["rl/role/solver/episodes"] == summary["rl/role/checker/episodes"] == config.rl.prompts_per_step * group
+    for key in ("eval/halluc_rate_before", "rl/role/solver/halluc_rate", "rl/role/checker/agreement",
+                "rl/role/proposer/questions"):
+        assert key in summary, key
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 1
