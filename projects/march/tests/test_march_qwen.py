@@ -90,3 +90,27 @@ def test_grpo_smoke_from_an_hf_checkpoint_and_tokenizer(bpe, tmp_path):
                 "rl/role/proposer/questions"):
         assert key in summary, key
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 1
+
+
+# Qwen/Qwen3-8B config.json as published (the keys that set the model's math)
+QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "attention_bias": False, "head_dim": 128,
+            "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 12288, "max_position_embeddings": 40960,
+            "max_window_layers": 36, "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8,
+            "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None,
+            "tie_word_embeddings": False, "use_sliding_window": False, "vocab_size": 151936}
+
+
+@pytest.mark.parametrize("variant", ["8b", "8b_grpo"])
+def test_paper_variants_match_qwen3_8b_config_json(variant, tmp_path):
+    """The launch check of train.init_from=hf:<dir> (every field that changes the math) passes against Qwen3-8B's
+    config.json, and fails on a one-field change, so the check is live."""
+    from experiments.march.march_qwen import get_config
+    from shared.config.loader import ConfigError
+    from shared.model.convert.hf import check_hf_config
+
+    (tmp_path / "config.json").write_text(json.dumps(QWEN3_8B))
+    model = get_config(variant).model
+    check_hf_config(model, str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({**QWEN3_8B, "num_key_value_heads": 4}))
+    with pytest.raises(ConfigError, match="n_kv_heads"):
+        check_hf_config(model, str(tmp_path))

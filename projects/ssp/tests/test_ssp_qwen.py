@@ -87,3 +87,26 @@ def test_smoke_from_an_hf_checkpoint_and_tokenizer(bpe, tmp_path):
     for key in ("eval/acc_h2_before", "rl/role/proposer/valid_rate", "rl/role/solver/success"):
         assert key in summary, key
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 1
+
+
+# Qwen/Qwen2.5-7B-Instruct config.json as published (the keys that set the model's math)
+QWEN25_7B = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_act": "silu", "hidden_size": 3584,
+             "intermediate_size": 18944, "max_position_embeddings": 32768, "max_window_layers": 28,
+             "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4, "rms_norm_eps": 1e-06,
+             "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": False,
+             "use_sliding_window": False, "vocab_size": 152064}
+
+
+def test_paper_variant_matches_qwen25_7b_instruct_config_json(tmp_path):
+    """The launch check of train.init_from=hf:<dir> (every field that changes the math) passes against
+    Qwen2.5-7B-Instruct's config.json, and fails on a one-field change, so the check is live."""
+    from experiments.ssp.ssp_qwen import get_config
+    from shared.config.loader import ConfigError
+    from shared.model.convert.hf import check_hf_config
+
+    (tmp_path / "config.json").write_text(json.dumps(QWEN25_7B))
+    model = get_config("7b").model
+    check_hf_config(model, str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({**QWEN25_7B, "tie_word_embeddings": True}))
+    with pytest.raises(ConfigError, match="tie_embeddings"):
+        check_hf_config(model, str(tmp_path))
