@@ -422,3 +422,27 @@ def test_launch_validation_refuses_an_hf_init_that_the_model_config_does_not_mat
     validate(config, jax.device_count())
     config.train.init_from = f"hf:{tmp_path / 'not_there'}"  # left to load_hf, which names what is missing
     validate(config, jax.device_count())
+
+
+def test_a_policy_with_a_critic_head_warm_starts_from_an_hf_checkpoint(checkpoints, tmp_path):
+    """A causal-LM checkpoint has no scalar (value) head: train.init_from=hf: loads everything it has, and the
+    critic's head keeps the fresh init of a run without init_from (before: 'heads.scalar has no HF counterpart')."""
+    from shared.config import load_config
+    from shared.train.tasks import params_initializer
+    from shared.train.trainer import Trainer
+
+    folder = checkpoints["qwen2_qkv_bias_tied"][0]
+    config = load_config("experiments/quickstart.py:smoke")
+    model = load_hf(folder)[0].copy_and_resolve_references()
+    model.heads = ["lm", "scalar"]
+    model.max_seq_len = config.model.max_seq_len
+    config.model = model
+    config.mesh.preset = "cpu_1"
+    fresh = Trainer(config, str(tmp_path / "fresh")).state["params"]
+    config.train.init_from = f"hf:{folder}"
+    warm = Trainer(config, str(tmp_path / "warm"), init_params=params_initializer(config)).state["params"]
+    embed = load_file(os.path.join(folder, "model.safetensors"))["model.embed_tokens.weight"]
+    np.testing.assert_array_equal(np.asarray(warm["embed"]), embed)
+    assert not np.array_equal(np.asarray(fresh["embed"]), embed)
+    for a, b in zip(jax.tree.leaves(warm["heads"]["scalar"]), jax.tree.leaves(fresh["heads"]["scalar"])):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

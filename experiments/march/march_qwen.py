@@ -3,7 +3,7 @@ GAE with the zero-tolerance self-check reward (M = 3), 8 GPUs. The paper's main 
 Qwen3-8B is the other base model it reports, and the one this repo's Qwen presets point to (shared/model/convert
 reads llama / qwen2 / qwen3 config.json files, so a Llama checkpoint would load too, with its own tokenizer).
 
-    python -m shared.launch --config=experiments/march/march_qwen.py:8b_grpo --workdir=runs/march/qwen3_8b \
+    python -m shared.launch --config=experiments/march/march_qwen.py --workdir=runs/march/qwen3_8b \
         --config.train.init_from=hf:/path/to/Qwen3-8B --config.data.tokenizer_path=/path/to/Qwen3-8B/tokenizer.json
 
 Variants: 8b (default: the paper's PPO + GAE), 8b_grpo (the spec's cheaper variant: GRPO, G = 4 Solver samples
@@ -11,10 +11,9 @@ and 4 kept audits per prompt, no critic), smoke / grpo_smoke (CI: a tiny random 
 cpu_8; projects/march/tests/test_march_qwen.py runs grpo_smoke for one step from a tiny checkpoint written by
 save_hf with a byte-level BPE tokenizer.json, and checks the roles' prompts and parsers under that tokenizer).
 
-**8b cannot start from HF weights yet**: its critic is the policy's scalar head (rl.critic = scalar_head, the only
-critic shared/rl has), and load_hf refuses a model.heads with a head the checkpoint lacks ("our parameter
-heads.scalar... has no HF counterpart"). It needs train.init_from=hf: to load the trunk and the lm head and leave
-heads.scalar at its fresh init (shared/train/tasks.py params_initializer); until then use 8b_grpo.
+8b starts from HF weights like 8b_grpo: train.init_from=hf: loads the trunk and the lm head, and the critic's
+scalar head (rl.critic = scalar_head), which a causal-LM checkpoint does not have, keeps its fresh init
+(shared/train/trainer.py; tests/test_hf_convert.py::test_a_policy_with_a_critic_head_warm_starts_from_an_hf_checkpoint).
 
 Settings from quarl/examples/train_march.sh: batch 32 prompts = one mini-batch, one rollout per prompt, 1 epoch
 (13,721 prompts in the paper: 4,721 STEM + 2 x 4,500 general -> 428 steps; here rl.n_train = 13,721 NumFacts

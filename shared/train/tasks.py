@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import jax
+import ml_collections
 
 from shared.config import register_validator
 from shared.distributed import main_process_first
@@ -56,6 +57,11 @@ def run_params(workdir: str, abstract):
     return params
 
 
+def _subtree(tree: dict, like: dict) -> dict:
+    """The part of nested dict `tree` with the keys of `like`."""
+    return {k: _subtree(tree[k], v) if isinstance(v, dict) else tree[k] for k, v in like.items()}
+
+
 def params_initializer(config):
     """train.init_from -> `init(abstract_params) -> params` for Trainer(init_params=...), or None.
     "hf:<dir>" HF safetensors, "params:<dir>" an export_params folder, "run:<workdir>" another run's latest
@@ -70,8 +76,15 @@ def params_initializer(config):
         def init(abstract):
             from shared.model.convert import load_hf
 
-            _, state = load_hf(path, config.model, context=f"train.init_from={spec}")
-            return jax.tree.map(lambda x, a: jax.device_put(x, a.sharding), state.to_pure_dict(), abstract)
+            # An HF causal-LM checkpoint holds the 'lm' head only: other heads (a critic's scalar head) are left
+            # out of the load and keep their fresh init (Trainer fills them).
+            model_cfg = config.model
+            if list(model_cfg.heads) != ["lm"]:
+                model_cfg = ml_collections.ConfigDict(config.model.to_dict())
+                model_cfg.heads = ["lm"]
+            _, state = load_hf(path, model_cfg, context=f"train.init_from={spec}")
+            loaded = state.to_pure_dict()
+            return jax.tree.map(lambda x, a: jax.device_put(x, a.sharding), loaded, _subtree(abstract, loaded))
     elif kind == "params":
         def init(abstract):
             from shared.checkpoint import import_params

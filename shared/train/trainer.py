@@ -131,7 +131,7 @@ class Trainer:
                   flush=True)
         elif init_params is not None:
             abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
-            self.state["params"] = init_params(abstract)
+            self.state["params"] = _fill_from_fresh(init_params(abstract), params)
             self.state["opt"] = self._replicate_stray(self._init_opt_state(self.state["params"]))
 
         self._train_steps: dict[int, Callable] = {}
@@ -324,3 +324,22 @@ def write_summary(workdir: str, summary: dict) -> None:
     if jax.process_index() != 0:
         return
     fs.write_text(fs.join(workdir, "summary.json"), json.dumps(summary, indent=2, sort_keys=True, default=float))
+
+
+def _fill_from_fresh(loaded: dict, fresh: dict, prefix: str = "") -> dict:
+    """A warm start may cover part of the model (an HF causal-LM checkpoint has no scalar/value head): the
+    subtrees it lacks keep their fresh init, said once per subtree. A leaf it has must be there in full."""
+    merged = {}
+    for key, value in fresh.items():
+        name = f"{prefix}{key}"
+        if key not in loaded:
+            print(f"[train] warm start: {name} is not in train.init_from; it keeps its fresh init", flush=True)
+            merged[key] = value
+        elif isinstance(value, dict):
+            merged[key] = _fill_from_fresh(loaded[key], value, name + ".")
+        else:
+            merged[key] = loaded[key]
+    extra = sorted(set(loaded) - set(fresh))
+    if extra:
+        raise ValueError(f"train.init_from holds parameters the model lacks: {[prefix + str(k) for k in extra]}")
+    return merged
