@@ -227,3 +227,14 @@ def test_device_stop_ids_only_where_the_text_holds_the_stop_string(sampler):
 
     lossy = EpisodeSampler(GRAPHDEF, CFG, eos_id=-1, pad_id=TOK.pad_id, tokenizer=Lossy())
     np.testing.assert_array_equal(lossy._stop_ids([("</s>", "ab")]), [TOK.encode("ab")])
+
+
+def test_rows_split_over_calls_give_the_same_episodes(params, stop, episodes):
+    """A batch decoded in calls of at most max_rows rows (a large batch on a small device) samples every row from
+    the same keys as one call: identical episodes."""
+    split = EpisodeSampler(GRAPHDEF, CFG, eos_id=-1, pad_id=TOK.pad_id, tokenizer=TOK, max_rows=lambda slots: 2)
+    again = split.run(params, envs((stop,)), [None] * len(PROMPTS), TURNS, KEY)
+    assert split.trace_counts["turn"] >= 1
+    for a, b in zip(episodes, again):
+        assert a.tokens == b.tokens and a.mask == b.mask
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=2e-5)  # batch size changes the float sums

@@ -25,9 +25,9 @@ Differences from the paper:
   * Evaluation: greedy exact match on held-out KB questions per hop count, not the seven QA sets with an
     LLM judge.
   * Per-turn length: agent.max_turn_tokens = 1,024 (the paper bounds only the whole response, 8,192).
-  * Memory: shared/agent decodes all rows of a role in one call (no rl.rollout_max_rows split); 1,280 solver rows x
-    12,288 KV slots of a 7B model (~57 KB per slot in bf16) do not fit 8 x 80 GB, so the paper's B = 256 needs
-    that split; until then lower rl.prompts_per_step (e.g. 32). Nothing here has been run: no weights offline.
+  * Memory: 1,280 solver rows x 12,288 KV slots of a 7B model (~57 KB per slot in bf16) do not fit 8 x 80 GB at
+    once; shared/agent decodes them in calls of rl.rollout_max_rows rows (0: what fits in free memory), so the
+    paper's B = 256 runs in several calls per role. Nothing here has been run: no weights offline.
 """
 import ml_collections
 

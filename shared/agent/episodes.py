@@ -38,8 +38,9 @@ shared 2-core CI machine under load, compile excluded, median of 3): 16 episodes
 context tokens prefilled per episode; 10 turns, d=128, 4 layers: 3.7 s vs 10.3 s (2.8x), 568 vs 4,240 tokens.
 Reuse pays for its holes with dense attention over all context_slots at every decode step; re-prefill's cost
 grows with the square of the number of turns.
-All rows of a `run` go through the device together (no split into calls of rl.rollout_max_rows rows as
-Sampler.generate does): size a role's batch x context_slots to the device.
+A `run` goes through the device in calls of at most max_rows rows (in AgentLearner: rl.rollout_max_rows, or what
+fits in free memory for the role's context_slots, as Sampler.generate splits); each call runs its rows' episodes to
+the end, and a row's samples do not depend on the split (tests/test_agent.py).
 """
 from __future__ import annotations
 
@@ -189,7 +190,9 @@ class EpisodeSampler(Sampler):
     `generate` still works); decode attention is always "xla" (the cache has holes)."""
 
     def __init__(self, graphdef, model_cfg, *, eos_id, pad_id, tokenizer, mesh=None, rules=None, attention="xla",
-                 batch_multiple: int = 1, layer_loop: str = "scan"):
+                 batch_multiple: int = 1, layer_loop: str = "scan", max_rows=None):
+        # rows per device call: an int, a function of the cache's slots, or None (all at once); run() splits
+        self.max_rows = max_rows
         super().__init__(graphdef, model_cfg, eos_id=eos_id, pad_id=pad_id, mesh=mesh, rules=rules,
                          attention=attention, tokenizer=tokenizer, batch_multiple=batch_multiple,
                          layer_loop=layer_loop, decode_attention="xla", compiler_options={})
@@ -281,8 +284,23 @@ class EpisodeSampler(Sampler):
 
     def run(self, params, envs: Sequence[Environment], examples: Sequence[Any], turn: TurnParams, rng: jax.Array,
             *, role: str = "") -> list[Episode]:
-        """One episode per environment (envs[i] reset with examples[i]), all rows decoded together turn by turn.
-        Deterministic for a fixed rng: row i's samples are keyed by (turn, step, i)."""
+        """One episode per environment (envs[i] reset with examples[i]), decoded turn by turn in calls of at most
+        max_rows rows (each call runs its rows' episodes to the end, so its KV cache is the only one alive).
+        Deterministic for a fixed rng: row i's samples are keyed by (turn, step, i), however the rows are split."""
+        if len(envs) != len(examples):
+            raise ValueError(f"EpisodeSampler.run: {len(envs)} environments but {len(examples)} examples")
+        if not envs:
+            raise ValueError("EpisodeSampler.run: no environments")
+        limit = self.max_rows(int(turn.context_slots)) if callable(self.max_rows) else self.max_rows
+        step = max(int(limit), 1) if limit else len(envs)
+        episodes = []
+        for start in range(0, len(envs), step):
+            episodes += self._run_rows(params, envs[start:start + step], examples[start:start + step], turn, rng,
+                                       role=role, row_offset=start)
+        return episodes
+
+    def _run_rows(self, params, envs, examples, turn: TurnParams, rng: jax.Array, *, role: str,
+                  row_offset: int) -> list[Episode]:
         if len(envs) != len(examples):
             raise ValueError(f"EpisodeSampler.run: {len(envs)} environments but {len(examples)} examples")
         if not envs:
@@ -345,7 +363,7 @@ class EpisodeSampler(Sampler):
                 cache, out = self._turn_jit(
                     params, cache, self._to_device(kv_valid), self._to_device(chunk), self._to_device(positions),
                     jnp.int32(slot), self._to_device(positions_done), self._to_device(active),
-                    jnp.asarray(self._stop_ids(stops)), jax.random.fold_in(rng, k), jnp.int32(0),
+                    jnp.asarray(self._stop_ids(stops)), jax.random.fold_in(rng, k), jnp.int32(row_offset),
                     max_new_tokens=t, temperature=float(turn.temperature), top_k=int(turn.top_k),
                     top_p=float(turn.top_p))
             out = sh.fetch_whole_tree(out)

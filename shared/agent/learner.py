@@ -135,7 +135,8 @@ class AgentLearner(RLLearner):
         self.episode_sampler = EpisodeSampler(
             self.actor.graphdef, config.model, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id, tokenizer=tokenizer,
             mesh=self.rollout.mesh, rules=self.actor.rules, attention=self.actor.attention,
-            layer_loop=str(config.rl.get("layer_loop", "scan")))
+            layer_loop=str(config.rl.get("layer_loop", "scan")),
+            max_rows=self.rollout.max_rows_for_slots)   # rl.rollout_max_rows, or what fits in free memory
 
     # ------------------------------------------------------------------ what a game calls
     def turn_params(self, role: str, greedy: bool = False) -> TurnParams:

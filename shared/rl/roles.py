@@ -335,7 +335,10 @@ class Rollout:
         from shared.model.sampler import SamplingParams
 
         bucket = self.sampler.bucket_for(max(len(p) for p in prompts), SamplingParams.prompt_buckets)
-        slots = bucket + int(max_new_tokens)
+        return self.max_rows_for_slots(bucket + int(max_new_tokens))
+
+    def max_rows_for_slots(self, slots: int) -> int:
+        """Rows per sampler call for a KV cache of `slots` positions (rl.rollout_max_rows, or what fits now)."""
         if slots not in self._max_rows:
             self._max_rows[slots] = budget.rollout_max_rows(self.config, slots, self.sampler.batch_multiple())
         return self._max_rows[slots]
