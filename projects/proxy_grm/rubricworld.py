@@ -27,6 +27,12 @@ Subsets of the train split (option `subset`): "all"; "correct" = teacher answer 
 Evaluator (b) `rule_evaluate`: scores each response by sum over the rubric's criteria of listed weight x presence;
   the larger wins, a tie (or an empty rubric) is 0 = no verdict.
 
+Option `type_inference` (make_world, generate_pairs, rubricworld): "spec" (default) is the world above; "combo"
+(make_combo_world) is a harder variant, not in the spec, in which the type needs the whole keyword triple and the
+relevant sets are compositional, so that a cold start writes imperfect rubrics (the spec world's rubric is a
+keyword lookup that every cold start writes perfectly; projects/proxy_grm/README.md). The spec world's streams
+are unchanged by the option.
+
 Interface for other projects: `make_world(world_seed) -> World` (types, relevant sets, weights, keyword triples),
 `generate_pairs(n, seed, split=...) -> list[Pair]`, `teacher(world, pair, rng) -> TeacherTrace`, `render_output`,
 `parse_rubric`, `rule_evaluate`, `rubric_prf`, and the registered example set "rl/proxy_grm/rubricworld"

@@ -131,3 +131,28 @@ def test_world_overrides_reach_every_config_and_the_rl_check():
     with pytest.raises(ValueError, match="type_inference"):
         world_overrides("lookup")
 
+
+
+@pytest.mark.parametrize("variant", ["hard", "hard_smoke"])
+def test_hard_table_runs_every_stage_and_point_on_the_combo_world(variant):
+    import os
+    import re
+
+    from shared.sweep.table import load_module
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "experiments/proxy_grm/table.py")
+    module = load_module(os.path.abspath(path))
+    table = module.get_sweep(variant)
+    seeds = 1 if variant == "hard_smoke" else 3
+    assert len(table["stages"]) == 3 * seeds and len(table["points"]) == 3 * seeds
+    assert sorted({p["arm"] for p in table["points"]}) == ["A", "B", "C"]
+    names = {s["name"] for s in table["stages"]}
+    for item in table["stages"] + table["points"]:
+        assert all(item["overrides"][k] == "combo" for k in world_overrides("combo")), item["name"]
+    for p in table["points"]:
+        refs = re.findall(r"\{stage:([^}]+)\}", " ".join(str(v) for v in p["overrides"].values()))
+        assert len(refs) == 3 and set(refs) <= names, p["name"]
+    cold = [s for s in table["stages"] if s["name"].startswith("grm_sft_")]
+    if variant == "hard":
+        assert all(s["overrides"]["train.steps"] == module.HARD_COLD_START_STEPS == 200 for s in cold)
+    assert "hard" in module.SWEEP_VARIANTS and "hard_smoke" in module.SWEEP_VARIANTS
