@@ -8,9 +8,9 @@ sweep scheduler loads experiment files.
 
 config.proxy_grm:
   world_seed        RubricWorld's world (types, relevant sets, keyword triples)
-  type_inference    "spec" (§4.2 as written: one keyword pool per type) or "combo" (the type is a combination of
-                    keyword groups; rubricworld.make_combo_world). The GRM's data.task_options / rl.task_options
-                    carry the same key (set_world sets all; grm_task checks they agree)
+  type_inference    "spec" (§4.2 as written: one keyword pool per type) or "combo" (the type needs the whole
+                    keyword triple; rubricworld.make_combo_world). data.task_options and rl.task_options carry
+                    the same key: world_overrides sets all three; grm_task refuses rl.task_options that disagree
   proxy_run         workdir of the frozen proxy the reward proxy_grm/proxy calls (filled into its kwargs)
   eval_proxy_run    workdir of evaluator (a) (transfer accuracy); "" skips it
   proxy.*           the proxy task: mode, n_train, n_eval, stream, with_prompt

@@ -69,12 +69,12 @@ ANSWERS = ("1", "2")
 SUBSETS = ("all", "correct", "hard")
 SPLITS = ("train", "test", "ood")
 TYPE_INFERENCES = ("spec", "combo")
-# the "combo" world (make_combo_world): 4 groups of 3 keywords with values 0, 1, 2; type = (the group two keywords
-# come from, the sum of the three values mod 3); 3 of each type's 9 keyword triples are unseen
-COMBO_GROUPS = 3 + 1
-COMBO_GROUP_SIZE = 3
+# the "combo" world (make_combo_world): 4 groups of 6 keywords with values 0, 1, 2 (twice each); type = (the group
+# two keywords come from, the sum of the three values mod 3); a third of each type's 90 keyword triples is unseen
+COMBO_GROUPS = 4
+COMBO_GROUP_SIZE = 6
 COMBO_MOD = 3
-COMBO_UNSEEN = 3
+COMBO_UNSEEN_FRACTION = 1 / 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,11 +128,11 @@ def _relevant_sets(rng: random.Random, n_types: int) -> tuple[tuple, tuple]:
 
 
 def combo_values(world_seed: int = 0) -> tuple[int, ...]:
-    """Value in 0..COMBO_MOD-1 of each combo keyword (0-based): a permutation of 0, 1, 2 within each group."""
+    """Value in 0..COMBO_MOD-1 of each combo keyword (0-based): each value equally often within each group."""
     rng = random.Random(f"rubricworld/world:{world_seed}:combo_values")
     values = []
     for _ in range(COMBO_GROUPS):
-        group = list(range(COMBO_MOD))
+        group = list(range(COMBO_MOD)) * (COMBO_GROUP_SIZE // COMBO_MOD)
         rng.shuffle(group)
         values.extend(group)
     return tuple(values)
@@ -149,15 +149,16 @@ def combo_type_of(keywords: Iterable[int], world_seed: int = 0) -> int:
 
 
 def make_combo_world(world_seed: int = 0) -> World:
-    """The "combo" variant (not in spec §4.2; projects/proxy_grm/README.md says why). Keywords KW_1..KW_12 form
+    """The "combo" variant (not in spec §4.2; projects/proxy_grm/README.md says why). Keywords KW_1..KW_24 form
     COMBO_GROUPS groups of COMBO_GROUP_SIZE, each keyword with a value (combo_values). A prompt is two keywords of
     one group g and one keyword of another group; its type (12 types) is (g, s) with s the sum of the three values
     mod COMBO_MOD (combo_type_of), so every keyword occurs in the prompts of every type and only the whole triple
     gives the type: g is easy to read off (which group appears twice), s needs all three keywords. Relevant sets
     are compositional: S_(g,s) = a base pair A_g (disjoint across groups) plus one attribute b_(g,s) outside A_g,
     distinct for the 3 values of s; weights in WEIGHTS per type. A GRM that knows g but guesses s writes 2 of 3
-    true attributes with prob 2/3, i.e. F1 about 0.78, and F1 1 needs s. Of each type's 9 triples, COMBO_UNSEEN
-    are held out for OOD. pools[t] lists the keywords type t's triples use."""
+    true attributes with prob 2/3, i.e. F1 about 0.78, and F1 1 needs s. Of each type's 90 triples, a third
+    (COMBO_UNSEEN_FRACTION) is held out for OOD; the 60 seen ones are too many to memorise in a short cold start.
+    pools[t] lists the keywords type t's triples use."""
     rng = random.Random(f"rubricworld/world:{world_seed}:combo")
     attrs = list(range(N_ATTRS))
     rng.shuffle(attrs)
@@ -175,8 +176,9 @@ def make_combo_world(world_seed: int = 0) -> World:
             mine = [tr for tr in triples if sum(values[k] for k in tr) % COMBO_MOD == s]
             rng.shuffle(mine)
             pools.append(tuple(sorted(set(itertools.chain(*mine)))))
-            unseen.append(tuple(sorted(mine[:COMBO_UNSEEN])))
-            seen.append(tuple(sorted(mine[COMBO_UNSEEN:])))
+            cut = round(len(mine) * COMBO_UNSEEN_FRACTION)
+            unseen.append(tuple(sorted(mine[:cut])))
+            seen.append(tuple(sorted(mine[cut:])))
     return World(tuple(relevant), tuple(weights), tuple(pools), tuple(seen), tuple(unseen))
 
 

@@ -49,7 +49,7 @@ def test_spec_world_is_unchanged():
 def test_combo_world_shape():
     assert len(COMBO.relevant) == 12 and len(set(COMBO.relevant)) == 12
     values = rw.combo_values(0)
-    assert [sorted(values[3 * g:3 * g + 3]) for g in range(4)] == [[0, 1, 2]] * 4
+    assert [sorted(values[6 * g:6 * g + 6]) for g in range(4)] == [[0, 0, 1, 1, 2, 2]] * 4
     for g in range(4):
         sets = [set(COMBO.relevant[3 * g + s]) for s in range(3)]
         base = set.intersection(*sets)
@@ -58,9 +58,9 @@ def test_combo_world_shape():
     for w in COMBO.weights:
         assert len(w) == 3 and set(w) <= set(rw.WEIGHTS)
     for t, (seen, unseen) in enumerate(zip(COMBO.seen, COMBO.unseen)):
-        assert len(seen) == 6 and len(unseen) == rw.COMBO_UNSEEN and not set(seen) & set(unseen)
+        assert len(seen) == 60 and len(unseen) == 30 and not set(seen) & set(unseen)
         for triple in seen + unseen:
-            groups = sorted(k // 3 for k in triple)
+            groups = sorted(k // 6 for k in triple)
             assert len(set(triple)) == 3 and len(set(groups)) == 2 and t // 3 in groups
     assert rw.make_combo_world(0) == rw.make_world(0, "combo") != rw.make_combo_world(1)
     with pytest.raises(ValueError, match="type_inference"):
@@ -72,19 +72,20 @@ def test_only_the_whole_triple_names_the_type():
     for t, (seen, unseen) in enumerate(zip(COMBO.seen, COMBO.unseen)):
         for triple in seen + unseen:
             assert triples.setdefault(triple, t) == t and rw.combo_type_of(triple) == t
-    assert len(triples) == 4 * 3 * 9                # every (pair of a group, keyword of another group), once
+    assert len(triples) == 4 * 15 * 18              # every (pair of a group, keyword of another group), once
     by_keyword, by_pair = collections.defaultdict(set), collections.defaultdict(set)
     for triple, t in triples.items():
         for k in triple:
             by_keyword[k].add(t)
         for pair in itertools.combinations(triple, 2):
             by_pair[pair].add(t)
-    assert sorted(by_keyword) == list(range(12))
+    assert sorted(by_keyword) == list(range(24))
     assert all(len(types) == 12 for types in by_keyword.values())     # a keyword occurs with every type
     assert all(len(types) >= 2 for types in by_pair.values())         # no keyword pair names the type either
-    # by hand (world 0: values 2 1 0 | 1 0 2 | 2 0 1 | 1 0 2): KW_1 KW_2 KW_4 -> (0, (2+1+1) % 3 = 1)
-    assert rw.combo_values(0) == (2, 1, 0, 1, 0, 2, 2, 0, 1, 1, 0, 2)
-    assert triples[(0, 1, 3)] == 3 * 0 + 1 and triples[(0, 3, 4)] == 3 * 1 + 0 and triples[(2, 9, 11)] == 3 * 3 + 0
+    # by hand, world 0's values: KW_1 KW_2 KW_7 -> (group 0, (1+0+0) % 3 = 1); KW_1 KW_7 KW_8 -> (1, (1+0+2) % 3 = 0);
+    # KW_3 KW_23 KW_24 -> (3, (0+2+2) % 3 = 1)
+    assert rw.combo_values(0) == (1, 0, 0, 2, 2, 1, 0, 2, 1, 0, 1, 2, 2, 0, 2, 1, 0, 1, 1, 0, 1, 0, 2, 2)
+    assert triples[(0, 1, 6)] == 3 * 0 + 1 and triples[(0, 6, 7)] == 3 * 1 + 0 and triples[(2, 22, 23)] == 3 * 3 + 1
 
 
 def test_combo_pairs_quality_gold_style_and_ood(combo_pairs):
@@ -154,5 +155,5 @@ def test_hard_table_runs_every_stage_and_point_on_the_combo_world(variant):
         assert len(refs) == 3 and set(refs) <= names, p["name"]
     cold = [s for s in table["stages"] if s["name"].startswith("grm_sft_")]
     if variant == "hard":
-        assert all(s["overrides"]["train.steps"] == module.HARD_COLD_START_STEPS == 200 for s in cold)
+        assert all(s["overrides"]["train.steps"] == module.HARD_COLD_START_STEPS == 400 for s in cold)
     assert "hard" in module.SWEEP_VARIANTS and "hard_smoke" in module.SWEEP_VARIANTS
