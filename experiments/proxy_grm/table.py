@@ -20,6 +20,9 @@ G 8, T 1.0, KL k3 0.01, clip 0.2, lr 3e-5, 300 steps; evaluation on 512 ID and 5
     python -m shared.sweep --config=experiments/proxy_grm/table.py:small --workdir=runs/proxy_grm/small --parallel=12
     # GRPO learning rate (spec §4.3 {1e-5, 3e-5, 1e-4}; arms B, C, seed 0: 3 stages + 6 points):
     python -m shared.sweep --config=experiments/proxy_grm/table.py:lr --workdir=runs/proxy_grm/lr --parallel=12
+    # claims 1-2 on the harder RubricWorld (type_inference="combo"; arms A, B, C x 3 seeds, 400-step cold starts;
+    # 9 stages + 9 points; ~4-5 min wall on 4 H100s, not measured):
+    python -m shared.sweep --config=experiments/proxy_grm/table.py:hard --workdir=runs/proxy_grm/hard --parallel=12
     # the whole of §4.4 (12 stages + 21 points):
     python -m shared.sweep --config=experiments/proxy_grm/table.py --workdir=runs/proxy_grm/table --parallel=16
 
@@ -29,10 +32,13 @@ H200): a proxy stage ~0.5-1 min, a cold start ~1-1.5 min, an RL point ~3-4 min (
 4 H100s (~55-65 GPU-min). Lower --config.train.steps for a quicker look (it applies to the stages too, so
 prefer the variants).
 """
-from projects.proxy_grm.config import ARMS, grm_rl_config, grm_sft_config, proxy_config
+import re
+
+from projects.proxy_grm.config import ARMS, grm_rl_config, grm_sft_config, proxy_config, world_overrides
 
 SEEDS = (0, 1, 2)
-SWEEP_VARIANTS = ("small", "lr", "coldstart")   # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
+# get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
+SWEEP_VARIANTS = ("small", "lr", "coldstart", "hard", "hard_smoke")
 LRS = (1e-5, 3e-5, 1e-4)          # spec §4.3's GRPO learning-rate sweep (variant "lr": arms B, C, seed 0)
 SMALL_ARMS = ("A", "B", "C")
 FULL_ARMS = ("A", "B", "C", "D", "E3", "E7", "F")
@@ -83,8 +89,11 @@ def get_sweep(arg=None):
         return _lr_sweep()
     if arg == "coldstart":
         return _coldstart_sweep()
+    if arg in ("hard", "hard_smoke"):
+        return _hard_sweep(smoke=arg == "hard_smoke")
     if arg not in (None, "small", "smoke"):
-        raise ValueError(f"experiments/proxy_grm/table.py: unknown sweep variant {arg!r} (known: small, lr, coldstart, smoke)")
+        raise ValueError(f"experiments/proxy_grm/table.py: unknown sweep variant {arg!r} "
+                         f"(known: small, lr, coldstart, hard, hard_smoke, smoke)")
     smoke = arg == "smoke"
     suffix = "_smoke" if smoke else ""
     seeds = SEEDS[:1] if smoke else SEEDS
@@ -142,3 +151,32 @@ def _coldstart_sweep():
                 points.append(point)
     return dict(name="proxy_grm_coldstart", stages=stages, points=points, group=["arm"],
                 columns=COLUMNS, plot=dict(kind="bars", metric="grm/id_sampled_rubric_f1"))
+
+
+HARD_WORLD = "combo"           # variant "hard": RubricWorld whose task type needs the whole keyword triple
+HARD_COLD_START_STEPS = 400    # CPU check (README "Hard variant"): rubric F1 flat at ~0.77, verdict above chance by 400
+
+
+def _hard_sweep(smoke: bool = False):
+    """Arms A, B, C x 3 seeds (smoke: seed 0) on the HARD_WORLD RubricWorld (rubricworld.TYPE_INFERENCES): the
+    spec world's rubric is a keyword lookup that every cold start writes perfectly, so claim 1 has no room there;
+    here the rubric needs the whole prompt and a HARD_COLD_START_STEPS-step cold start writes imperfect ones.
+    Every stage and point carries the world's overrides (proxy data, cold-start data, RL data, evaluation)."""
+    table = get_sweep("smoke" if smoke else "small")
+    world = world_overrides(HARD_WORLD)
+    stages = []
+    for stage in table["stages"]:
+        stage = dict(stage, name=f"{stage['name']}_{HARD_WORLD}", overrides={**stage["overrides"], **world})
+        if stage["name"].startswith("grm_sft_") and not smoke:
+            steps = HARD_COLD_START_STEPS
+            stage["overrides"].update({"train.steps": steps, "optim.warmup_steps": steps // 5,
+                                       "train.checkpoint_every": steps, "train.eval_every": steps})
+        stages.append(stage)
+    points = []
+    for point in table["points"]:
+        overrides = {k: re.sub(r"\{stage:([^}]+)\}", rf"{{stage:\1_{HARD_WORLD}}}", v) if isinstance(v, str) else v
+                     for k, v in point["overrides"].items()}
+        points.append(dict(point, name=f"{point['arm']}_{HARD_WORLD}_s{overrides['seed']}",
+                           overrides={**overrides, **world}))
+    return dict(name=f"proxy_grm_hard{'_smoke' if smoke else ''}", stages=stages, points=points, group=["arm"],
+                columns=COLUMNS, plot=dict(kind="bars", metric="grm/id_rubric_f1"))

@@ -8,6 +8,9 @@ sweep scheduler loads experiment files.
 
 config.proxy_grm:
   world_seed        RubricWorld's world (types, relevant sets, keyword triples)
+  type_inference    "spec" (§4.2 as written: one keyword pool per type) or "combo" (the type needs the whole
+                    keyword triple; rubricworld.make_combo_world). data.task_options and rl.task_options carry
+                    the same key: world_overrides sets all three; grm_task refuses rl.task_options that disagree
   proxy_run         workdir of the frozen proxy the reward proxy_grm/proxy calls (filled into its kwargs)
   eval_proxy_run    workdir of evaluator (a) (transfer accuracy); "" skips it
   proxy.*           the proxy task: mode, n_train, n_eval, stream, with_prompt
@@ -40,6 +43,7 @@ def proxy_seq_len(with_prompt: bool) -> int:
 def proxy_grm_group() -> ml_collections.ConfigDict:
     g = ml_collections.ConfigDict()
     g.world_seed = 0
+    g.type_inference = "spec"
     g.proxy_run = ""
     g.eval_proxy_run = ""
     g.proxy = ml_collections.ConfigDict(dict(mode="sft", n_train=1500, n_eval=512, stream="proxy_sft",
@@ -61,6 +65,9 @@ def _common(smoke: bool):
     c.project = "proxy_grm"
     c.proxy_grm = proxy_grm_group()
     c.data.tokenizer = "proxy_grm/words"
+    # every config has the world key in both task_options, so world_overrides applies to any stage or point
+    c.data.task_options = ml_collections.ConfigDict(dict(type_inference="spec"))
+    c.rl.task_options = ml_collections.ConfigDict(dict(type_inference="spec"))
     c.optim.schedule = "constant"
     c.optim.weight_decay = 0.0
     c.optim.grad_clip = 1.0
@@ -115,7 +122,8 @@ def grm_sft_config(smoke: bool = False):
     grm_model(c, smoke)
     c.train.loss = "sft_xent"
     c.data.source = "rl/proxy_grm/rubricworld"
-    c.data.task_options = ml_collections.ConfigDict(dict(subset="correct", stream="cold_start"))
+    c.data.task_options = ml_collections.ConfigDict(dict(subset="correct", stream="cold_start",
+                                                         type_inference="spec"))
     c.data.n_train = 3000
     c.data.seq_len = 80                       # [bos] + prompt <= 43 + output <= 29 + [eos]
     c.data.greedy_eval_examples = 256
@@ -134,6 +142,17 @@ def grm_sft_config(smoke: bool = False):
         c.train.eval_batches = 1
         c.optim.warmup_steps = 1
     return c
+
+
+def world_overrides(type_inference: str) -> dict:
+    """Sweep overrides that put every consumer of a stage or point (proxy, cold start data, RL data, evaluation
+    hook) on the same RubricWorld variant."""
+    from projects.proxy_grm.rubricworld import TYPE_INFERENCES   # no jax there
+
+    if type_inference not in TYPE_INFERENCES:
+        raise ValueError(f"proxy_grm type_inference {type_inference!r}: expected one of {TYPE_INFERENCES}")
+    return {"proxy_grm.type_inference": type_inference, "data.task_options.type_inference": type_inference,
+            "rl.task_options.type_inference": type_inference}
 
 
 def set_arm(c, arm: str) -> None:
@@ -155,7 +174,7 @@ def grm_rl_config(arm: str = "C", smoke: bool = False):
     c.data.seq_len = 80
     c.train.hooks = ["proxy_grm/eval"]
     c.rl.task = "rl/proxy_grm/rubricworld"
-    c.rl.task_options = ml_collections.ConfigDict(dict(subset="hard", stream="grm_rl"))
+    c.rl.task_options = ml_collections.ConfigDict(dict(subset="hard", stream="grm_rl", type_inference="spec"))
     c.rl.n_train = 10000
     c.rl.n_eval = 256
     c.rl.eval_every = 100

@@ -54,8 +54,18 @@ def with_proxy_run(config):
     return out
 
 
+def check_world(config) -> None:
+    """The RL data and the evaluation hook must read the same RubricWorld variant."""
+    hook_world = str(config.proxy_grm.type_inference)
+    data_world = str(config.rl.task_options.get("type_inference", "spec"))
+    if hook_world != data_world:
+        raise ValueError(f"proxy_grm.type_inference={hook_world!r} but rl.task_options.type_inference="
+                         f"{data_world!r}: set both (projects/proxy_grm/config.py world_overrides)")
+
+
 @TASKS.register("proxy_grm/grm")
 def grm_task(config, workdir: str) -> dict:
+    check_world(config)
     return TASKS.get("rl")(with_proxy_run(config), workdir)
 
 
@@ -101,7 +111,7 @@ class GrmEval(RLHook):
         if self._sets is None:
             g = self.config.proxy_grm
             self._sets = {name: rw.rubricworld(split, int(g.eval.n), int(self.config.seed), stream="grm_eval",
-                                               world_seed=int(g.world_seed))
+                                               world_seed=int(g.world_seed), type_inference=str(g.type_inference))
                           for name, split in SETS.items()}
         return self._sets
 
@@ -124,7 +134,8 @@ class GrmEval(RLHook):
         return list(rollout.texts)
 
     def evaluate(self, learner, suffix: str) -> dict:
-        world = rw.make_world(int(self.config.proxy_grm.world_seed))
+        g = self.config.proxy_grm
+        world = rw.make_world(int(g.world_seed), str(g.type_inference))
         scorer_a, scorer_train = self.scorers()
         out = {}
         temperature = float(self.config.rl.temperature)
@@ -147,7 +158,8 @@ class GrmEval(RLHook):
         _, scorer_train = self.scorers()
         if scorer_train is not None:
             g = self.config.proxy_grm
-            out.update(verifier_metrics(scorer_train, int(g.eval.n), int(self.config.seed), int(g.world_seed)))
+            out.update(verifier_metrics(scorer_train, int(g.eval.n), int(self.config.seed), int(g.world_seed),
+                                        str(g.type_inference)))
         return out
 
 

@@ -181,13 +181,15 @@ def rubric_text(criteria) -> str:
     return " ".join(rw.render_rubric(list(criteria)))
 
 
-def verifier_metrics(scorer: ProxyScorer, n: int, seed: int, world_seed: int = 0) -> dict:
+def verifier_metrics(scorer: ProxyScorer, n: int, seed: int, world_seed: int = 0,
+                     type_inference: str = "spec") -> dict:
     """Proxy accuracy on n ID test pairs under the teacher's, the true, a teacher-corrupted, another type's, an
     empty rubric; and STYLE-only on pairs whose STYLE is uninformative (p_style 0.5)."""
-    world = rw.make_world(world_seed)
-    test = rw.rubricworld("test", n, seed, stream="verifier", world_seed=world_seed)
-    balanced = rw.rubricworld("test", n, seed, stream="verifier_balanced", world_seed=world_seed, p_style=0.5)
-    ood = rw.rubricworld("ood", n, seed, stream="verifier", world_seed=world_seed)
+    world = rw.make_world(world_seed, type_inference)
+    kw = dict(world_seed=world_seed, type_inference=type_inference)
+    test = rw.rubricworld("test", n, seed, stream="verifier", **kw)
+    balanced = rw.rubricworld("test", n, seed, stream="verifier_balanced", p_style=0.5, **kw)
+    ood = rw.rubricworld("ood", n, seed, stream="verifier", **kw)
     rng = random.Random(f"proxy_grm/verifier:{seed}")
     gold = np.asarray([int(e["answer"]) for e in test])
 
@@ -197,7 +199,7 @@ def verifier_metrics(scorer: ProxyScorer, n: int, seed: int, world_seed: int = 0
 
     true = [rubric_text(rw.true_criteria(world, e["task_type"])) for e in test]
     corrupted = [rubric_text(rw.corrupt(world, e["task_type"], rng, rng.choice(rw.CORRUPTIONS))) for e in test]
-    other = [rubric_text(rw.true_criteria(world, rng.choice([t for t in range(rw.N_TYPES) if t != e["task_type"]])))
+    other = [rubric_text(rw.true_criteria(world, rng.choice([t for t in range(len(world.relevant)) if t != e["task_type"]])))
              for e in test]
     out = {"proxy/acc_teacher": acc(test, [e["completion"] for e in test]),
            "proxy/acc_gold": acc(test, true),
@@ -230,10 +232,10 @@ def proxy_task(config, workdir: str) -> dict:
     seq_len = proxy_seq_len(bool(p.with_prompt))
     if int(config.data.seq_len) != seq_len:
         raise ValueError(f"data.seq_len={config.data.seq_len}: the proxy's inputs need exactly {seq_len}")
-    world_seed = int(config.proxy_grm.world_seed)
-    train = rw.rubricworld("train", int(p.n_train), int(config.seed), subset="correct", stream=str(p.stream),
-                           world_seed=world_seed)
-    held = rw.rubricworld("test", int(p.n_eval), int(config.seed), stream="proxy_heldout", world_seed=world_seed)
+    world_seed, type_inference = int(config.proxy_grm.world_seed), str(config.proxy_grm.type_inference)
+    kw = dict(world_seed=world_seed, type_inference=type_inference)
+    train = rw.rubricworld("train", int(p.n_train), int(config.seed), subset="correct", stream=str(p.stream), **kw)
+    held = rw.rubricworld("test", int(p.n_eval), int(config.seed), stream="proxy_heldout", **kw)
     rows, labels = training_rows(train, bool(p.with_prompt))
     arrays = {**encode_rows(rows, seq_len), "label": labels}
     held_rows, held_labels = training_rows(held, bool(p.with_prompt))
@@ -243,7 +245,7 @@ def proxy_task(config, workdir: str) -> dict:
     trainer = Trainer(config, workdir, loss_fn_factory=LOSSES[mode])
     summary = trainer.fit(BatchIterator(arrays, bs, int(config.seed)), eval_batches or None)
     scorer = ProxyScorer(trainer.graphdef, trainer.state["params"], trainer.attention, bool(p.with_prompt))
-    summary.update(verifier_metrics(scorer, int(p.n_eval), int(config.seed), world_seed))
+    summary.update(verifier_metrics(scorer, int(p.n_eval), int(config.seed), world_seed, type_inference))
     print(f"[proxy_grm/proxy] {mode}: " + ", ".join(f"{k} {v:.3f}" for k, v in summary.items()
                                                     if k.startswith("proxy/")), flush=True)
     write_summary(workdir, summary)

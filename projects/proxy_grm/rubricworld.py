@@ -27,6 +27,12 @@ Subsets of the train split (option `subset`): "all"; "correct" = teacher answer 
 Evaluator (b) `rule_evaluate`: scores each response by sum over the rubric's criteria of listed weight x presence;
   the larger wins, a tie (or an empty rubric) is 0 = no verdict.
 
+Option `type_inference` (make_world, generate_pairs, rubricworld): "spec" (default) is the world above; "combo"
+(make_combo_world) is a harder variant, not in the spec, in which the type needs the whole keyword triple and the
+relevant sets are compositional, so that a cold start writes imperfect rubrics (the spec world's rubric is a
+keyword lookup that every cold start writes perfectly; projects/proxy_grm/README.md). The spec world's streams
+are unchanged by the option.
+
 Interface for other projects: `make_world(world_seed) -> World` (types, relevant sets, weights, keyword triples),
 `generate_pairs(n, seed, split=...) -> list[Pair]`, `teacher(world, pair, rng) -> TeacherTrace`, `render_output`,
 `parse_rubric`, `rule_evaluate`, `rubric_prf`, and the registered example set "rl/proxy_grm/rubricworld"
@@ -62,6 +68,13 @@ PROMPT_MARKS = ("Q:", "R1:", "R2:", "JUDGE:")
 ANSWERS = ("1", "2")
 SUBSETS = ("all", "correct", "hard")
 SPLITS = ("train", "test", "ood")
+TYPE_INFERENCES = ("spec", "combo")
+# the "combo" world (make_combo_world): 4 groups of 6 keywords with values 0, 1, 2 (twice each); type = (the group
+# two keywords come from, the sum of the three values mod 3); a third of each type's 90 keyword triples is unseen
+COMBO_GROUPS = 4
+COMBO_GROUP_SIZE = 6
+COMBO_MOD = 3
+COMBO_UNSEEN_FRACTION = 1 / 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,16 +95,15 @@ class World:
         return dict(zip(self.relevant[t], self.weights[t]))
 
 
-def make_world(world_seed: int = 0) -> World:
+def make_world(world_seed: int = 0, type_inference: str = "spec") -> World:
+    """The world of `world_seed`: "spec" is §4.2 as written (module docstring); "combo" the harder variant whose
+    task type is a combination of keyword groups (make_combo_world)."""
+    if type_inference == "combo":
+        return make_combo_world(world_seed)
+    if type_inference != "spec":
+        raise ValueError(f"rubricworld: type_inference must be one of {TYPE_INFERENCES}, got {type_inference!r}")
     rng = random.Random(f"rubricworld/world:{world_seed}")
-    relevant, weights, sets = [], [], set()
-    while len(relevant) < N_TYPES:
-        s = tuple(sorted(rng.sample(range(N_ATTRS), rng.choice((2, 3)))))
-        if s in sets:
-            continue
-        sets.add(s)
-        relevant.append(s)
-        weights.append(tuple(rng.choice(WEIGHTS) for _ in s))
+    relevant, weights = _relevant_sets(rng, N_TYPES)
     pools = tuple(tuple(range(t * POOL_SIZE, (t + 1) * POOL_SIZE)) for t in range(N_TYPES))
     seen, unseen = [], []
     for pool in pools:
@@ -99,7 +111,75 @@ def make_world(world_seed: int = 0) -> World:
         rng.shuffle(triples)
         unseen.append(tuple(sorted(triples[:UNSEEN_TRIPLES])))
         seen.append(tuple(sorted(triples[UNSEEN_TRIPLES:])))
-    return World(tuple(relevant), tuple(weights), pools, tuple(seen), tuple(unseen))
+    return World(relevant, weights, pools, tuple(seen), tuple(unseen))
+
+
+def _relevant_sets(rng: random.Random, n_types: int) -> tuple[tuple, tuple]:
+    """n_types distinct relevant sets of 2-3 attributes with weights in WEIGHTS."""
+    relevant, weights, sets = [], [], set()
+    while len(relevant) < n_types:
+        s = tuple(sorted(rng.sample(range(N_ATTRS), rng.choice((2, 3)))))
+        if s in sets:
+            continue
+        sets.add(s)
+        relevant.append(s)
+        weights.append(tuple(rng.choice(WEIGHTS) for _ in s))
+    return tuple(relevant), tuple(weights)
+
+
+def combo_values(world_seed: int = 0) -> tuple[int, ...]:
+    """Value in 0..COMBO_MOD-1 of each combo keyword (0-based): each value equally often within each group."""
+    rng = random.Random(f"rubricworld/world:{world_seed}:combo_values")
+    values = []
+    for _ in range(COMBO_GROUPS):
+        group = list(range(COMBO_MOD)) * (COMBO_GROUP_SIZE // COMBO_MOD)
+        rng.shuffle(group)
+        values.extend(group)
+    return tuple(values)
+
+
+def combo_type_of(keywords: Iterable[int], world_seed: int = 0) -> int:
+    """The combo world's rule: type = COMBO_MOD * (the group two of the keywords come from) + (the sum of the
+    three keywords' values mod COMBO_MOD)."""
+    keywords = list(keywords)
+    groups = [k // COMBO_GROUP_SIZE for k in keywords]
+    twice = next(g for g in groups if groups.count(g) == 2)
+    values = combo_values(world_seed)
+    return COMBO_MOD * twice + sum(values[k] for k in keywords) % COMBO_MOD
+
+
+def make_combo_world(world_seed: int = 0) -> World:
+    """The "combo" variant (not in spec §4.2; projects/proxy_grm/README.md says why). Keywords KW_1..KW_24 form
+    COMBO_GROUPS groups of COMBO_GROUP_SIZE, each keyword with a value (combo_values). A prompt is two keywords of
+    one group g and one keyword of another group; its type (12 types) is (g, s) with s the sum of the three values
+    mod COMBO_MOD (combo_type_of), so every keyword occurs in the prompts of every type and only the whole triple
+    gives the type: g is easy to read off (which group appears twice), s needs all three keywords. Relevant sets
+    are compositional: S_(g,s) = a base pair A_g (disjoint across groups) plus one attribute b_(g,s) outside A_g,
+    distinct for the 3 values of s; weights in WEIGHTS per type. A GRM that knows g but guesses s writes 2 of 3
+    true attributes with prob 2/3, i.e. F1 about 0.78, and F1 1 needs s. Of each type's 90 triples, a third
+    (COMBO_UNSEEN_FRACTION) is held out for OOD; the 60 seen ones are too many to memorise in a short cold start.
+    pools[t] lists the keywords type t's triples use."""
+    rng = random.Random(f"rubricworld/world:{world_seed}:combo")
+    attrs = list(range(N_ATTRS))
+    rng.shuffle(attrs)
+    base = [tuple(sorted(attrs[2 * g:2 * g + 2])) for g in range(COMBO_GROUPS)]
+    values = combo_values(world_seed)
+    relevant, weights, pools, seen, unseen = [], [], [], [], []
+    for g in range(COMBO_GROUPS):
+        extra = rng.sample([m for m in range(N_ATTRS) if m not in base[g]], COMBO_MOD)
+        group = range(g * COMBO_GROUP_SIZE, (g + 1) * COMBO_GROUP_SIZE)
+        others = [k for k in range(COMBO_GROUPS * COMBO_GROUP_SIZE) if k not in group]
+        triples = [tuple(sorted((*pair, k))) for pair in itertools.combinations(group, 2) for k in others]
+        for s in range(COMBO_MOD):
+            relevant.append(tuple(sorted((*base[g], extra[s]))))
+            weights.append(tuple(rng.choice(WEIGHTS) for _ in range(3)))
+            mine = [tr for tr in triples if sum(values[k] for k in tr) % COMBO_MOD == s]
+            rng.shuffle(mine)
+            pools.append(tuple(sorted(set(itertools.chain(*mine)))))
+            cut = round(len(mine) * COMBO_UNSEEN_FRACTION)
+            unseen.append(tuple(sorted(mine[:cut])))
+            seen.append(tuple(sorted(mine[cut:])))
+    return World(tuple(relevant), tuple(weights), tuple(pools), tuple(seen), tuple(unseen))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +211,7 @@ def draw_pair(world: World, rng: random.Random, *, ood: bool = False, p_style: f
     """One pair; ood: an unseen keyword triple and p_style (default 1 - 0.8 = 0.2)."""
     if p_style is None:
         p_style = 1.0 - P_STYLE_ID if ood else P_STYLE_ID
-    t = rng.randrange(N_TYPES)
+    t = rng.randrange(len(world.relevant))
     keywords = list(rng.choice((world.unseen if ood else world.seen)[t]))
     rng.shuffle(keywords)
     while True:
@@ -149,14 +229,19 @@ def draw_pair(world: World, rng: random.Random, *, ood: bool = False, p_style: f
 
 
 def generate_pairs(n: int, seed: int = 0, *, split: str = "train", stream: str = "", world_seed: int = 0,
-                   p_style: float | None = None) -> list[Pair]:
+                   p_style: float | None = None, type_inference: str = "spec") -> list[Pair]:
     """n pairs of `split` (train / test: seen triples, STYLE 0.8; ood: unseen triples, STYLE 0.2), deterministic
     in (n-prefix, seed, split, stream, world_seed)."""
     if split not in SPLITS:
         raise ValueError(f"rubricworld: split must be one of {SPLITS}, got {split!r}")
-    world = make_world(world_seed)
-    rng = random.Random(f"rubricworld/pairs:{world_seed}:{seed}:{split}:{stream}")
+    world = make_world(world_seed, type_inference)
+    rng = random.Random(f"rubricworld/pairs:{world_seed}:{seed}:{split}:{stream}" + _stream_tag(type_inference))
     return [draw_pair(world, rng, ood=split == "ood", p_style=p_style) for _ in range(n)]
+
+
+def _stream_tag(type_inference: str) -> str:
+    """Suffix of a stream's seed string: none for the spec world (its streams stay what they were)."""
+    return "" if type_inference == "spec" else f":{type_inference}"
 
 
 # ------------------------------------------------------------------------------------------ the language
@@ -296,15 +381,16 @@ def in_subset(subset: str, pair: Pair, trace: TeacherTrace) -> bool:
 
 
 def rubricworld(split: str, n: int, seed: int = 0, *, subset: str = "all", stream: str = "", world_seed: int = 0,
-                p_true: float = P_TRUE_RUBRIC, p_style: float = -1.0) -> list[dict]:
+                p_true: float = P_TRUE_RUBRIC, p_style: float = -1.0, type_inference: str = "spec") -> list[dict]:
     """n examples of `split`; on train, of `subset` (all / correct / hard) of the stream `stream`. test and ood
     ignore `subset` (every pair counts). p_style < 0: the split's default (0.8, ood 0.2)."""
     if subset not in SUBSETS:
         raise ValueError(f"rl/proxy_grm/rubricworld: subset must be one of {SUBSETS}, got {subset!r}")
     if n <= 0:
         raise ValueError(f"rl/proxy_grm/rubricworld: n must be positive, got {n}")
-    world = make_world(world_seed)
-    rng = random.Random(f"rubricworld/examples:{world_seed}:{seed}:{split}:{stream}:{subset}")
+    world = make_world(world_seed, type_inference)
+    rng = random.Random(f"rubricworld/examples:{world_seed}:{seed}:{split}:{stream}:{subset}"
+                        + _stream_tag(type_inference))
     subset = subset if split == "train" else "all"
     out = []
     for _ in range(200 * n + 1000):
