@@ -56,7 +56,7 @@ def sft_config(size: str) -> ml_collections.ConfigDict:
     _model(c, size)
     c.data.tokenizer = "byte"
     c.data.source = "rl/march/traces"
-    c.data.task_options = ml_collections.ConfigDict({"error_rate": 0.3, "symmetric_share": 0.5})
+    c.data.task_options = ml_collections.ConfigDict({"error_rate": 0.3, "symmetric_share": 0.5, "derived": True})
     c.data.n_train = 60000
     c.data.seq_len = 1536
     c.data.greedy_eval_examples = 0
@@ -89,7 +89,7 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
     c.march = march_config()
     c.agent = agent_config()
     c.agent.sft_task = "rl/march/traces"
-    c.agent.sft_options = ml_collections.ConfigDict({"error_rate": 0.3, "symmetric_share": 0.5})
+    c.agent.sft_options = ml_collections.ConfigDict({"error_rate": 0.3, "symmetric_share": 0.5, "derived": True})
     c.agent.sft_n_train = 60000
     # per role: its longest prompt's chunk bucket + its turn (a Checker prompt: documents, <= 10 questions of <= 120
     # characters, the response in the symmetric arm)
@@ -109,6 +109,7 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
         c.model.heads = ["lm"]
     rl = c.rl
     rl.task = "rl/march/numfacts"
+    rl.task_options = ml_collections.ConfigDict({"derived": True})   # False: copied values only (table.py:mini_copy)
     rl.n_train = 20000
     rl.n_eval = 256
     rl.prompts_per_step = (16 if grpo else 64) if size == "full" else (8 if grpo else 32)
@@ -138,7 +139,7 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
         c.mesh.preset = "cpu_8"
         c.model.dtype = "float32"
         rl.n_train, rl.n_eval, rl.prompts_per_step = 16, 8, 8 if not grpo else 2
-        rl.task_options = ml_collections.ConfigDict({"max_docs": 4})
+        rl.task_options.max_docs = 4
         rl.warmup_sft_steps, rl.sft_batch_size, rl.eval_every = 2, 8, 2
         c.agent.sft_options.max_docs = 4
         c.agent.sft_n_train = 24

@@ -46,8 +46,11 @@ def fact_text(town: str, year: int, values: dict[str, int]) -> str:
     return f"{year} {town}: " + ", ".join(items) + "."
 
 
-def make_world(rng, n_docs: tuple[int, int] = (4, 8), n_asked: tuple[int, int] = (3, 5)) -> dict:
-    """One example's world, documents and query (module doc); plain Python types only."""
+def make_world(rng, n_docs: tuple[int, int] = (4, 8), n_asked: tuple[int, int] = (3, 5), derived: bool = True) -> dict:
+    """One example's world, documents and query (module doc); plain Python types only. derived=False: the query asks
+    for copied values only (no sum / difference: a tiny model that cannot add fails every answer that needs one).
+    The random draws are the same either way, so a world differs only in its "derived" entry."""
+    with_derived = bool(derived)
     attributes = [str(a) for a in rng.choice(ATTRIBUTES, size=5, replace=False)]
     towns = []
     while len(towns) < 4:
@@ -84,6 +87,8 @@ def make_world(rng, n_docs: tuple[int, int] = (4, 8), n_asked: tuple[int, int] =
     else:
         a, b = (a, b) if truth[a] >= truth[b] else (b, a)
         derived = {"name": f"{a}-{b}", "op": "-", "left": a, "right": b, "value": truth[a] - truth[b]}
+    if not with_derived:
+        derived = None
     shown = [p for p in values if p != (town, year) and any(d["text"].startswith(f"{p[1]} {p[0]}:") for d in docs)]
     confusers = {attr: sorted({values[p][attr] for p in shown}) for attr in attributes}   # values the prompt shows
     return {"town": town, "year": year, "attributes": attributes, "docs": docs, "asked": asked, "derived": derived,
@@ -98,8 +103,10 @@ def docs_block(world: dict) -> str:
 
 
 def query_text(world: dict) -> str:
-    asked = world["asked"]
-    return (f"For {world['town']} in {world['year']} report " + ", ".join(asked) + f" and {world['derived']['name']}.")
+    asked, d = world["asked"], world["derived"]
+    if d is None:
+        return f"For {world['town']} in {world['year']} report " + ", ".join(asked[:-1]) + f" and {asked[-1]}."
+    return f"For {world['town']} in {world['year']} report " + ", ".join(asked) + f" and {d['name']}."
 
 
 def solver_prompt(world: dict) -> str:
@@ -110,9 +117,11 @@ def solver_answer(world: dict, values: dict[str, int] | None = None) -> str:
     """ " buses 532; taxis 1204; ...; buses+taxis 1736" from `values` (default: the truth); the derived value is
     computed from the reported numbers."""
     values = dict(world["truth"] if values is None else values)
+    items = [f"{a} {values[a]}" for a in world["asked"]]
     d = world["derived"]
-    derived = values[d["left"]] + values[d["right"]] if d["op"] == "+" else values[d["left"]] - values[d["right"]]
-    items = [f"{a} {values[a]}" for a in world["asked"]] + [f"{d['name']} {derived}"]
+    if d is not None:
+        derived = values[d["left"]] + values[d["right"]] if d["op"] == "+" else values[d["left"]] - values[d["right"]]
+        items.append(f"{d['name']} {derived}")
     return " " + "; ".join(items)
 
 
@@ -188,7 +197,7 @@ def supported_numbers(world: dict) -> list[float]:
     """Numbers a faithful answer may contain: those of the relevant documents (years included) and the derived
     value."""
     out = [float(x) for d in world["docs"] if d["relevant"] for x in NUMBER.findall(d["text"])]
-    return out + [float(world["derived"]["value"])]
+    return out + ([float(world["derived"]["value"])] if world["derived"] is not None else [])
 
 
 def response_numbers(answer: str) -> list[str]:
@@ -205,7 +214,8 @@ def oracle_check(world: dict, answer: str) -> dict:
     hallucinated = any(not any(numbers_match(n, s) for s in support) for n in numbers)
     reported = dict(answer_items(answer))
     gold = dict(world["truth"])
-    gold[world["derived"]["name"]] = world["derived"]["value"]
+    if world["derived"] is not None:
+        gold[world["derived"]["name"]] = world["derived"]["value"]
     correct = sum(1 for name, value in gold.items() if name in reported and numbers_match(reported[name], str(value)))
     return {"hallucinated": bool(hallucinated), "coverage": correct / len(gold), "numbers": len(numbers)}
 
@@ -223,13 +233,13 @@ def _check_numfacts(example: dict, completion: str) -> bool:
 
 
 @register_task("march/numfacts", _check_numfacts)
-def numfacts(split: str, n: int, seed: int = 0, min_docs: int = 4, max_docs: int = 8) -> list[dict]:
+def numfacts(split: str, n: int, seed: int = 0, min_docs: int = 4, max_docs: int = 8, derived: bool = True) -> list[dict]:
     """RL examples: prompt = the Solver prompt, completion = the clean answer, world = everything the roles and the
     oracle need. Splits draw disjoint streams of worlds."""
     check_split("march/numfacts", split, ("train", "test"))
     out = []
     for i in range(int(n)):
-        world = make_world(_rng(seed, split, i), (int(min_docs), int(max_docs)))
+        world = make_world(_rng(seed, split, i), (int(min_docs), int(max_docs)), derived=bool(derived))
         answer = solver_answer(world)
         out.append({"prompt": solver_prompt(world), "completion": answer, "answer": answer.strip(),
                     "task": "march/numfacts", "world": world})
@@ -251,7 +261,7 @@ def _check_trace(example: dict, completion: str) -> bool:
 
 @register_task("march/traces", _check_trace)
 def traces(split: str, n: int, seed: int = 0, error_rate: float = 0.3, symmetric_share: float = 0.5,
-           min_docs: int = 4, max_docs: int = 8) -> list[dict]:
+           min_docs: int = 4, max_docs: int = 8, derived: bool = True) -> list[dict]:
     """SFT traces of the three roles (n in all, Solver/Proposer/Checker in turn, each from its own world): Solver
     targets carry one confuser value with probability error_rate; Proposer traces faithfully extract that answer's
     numbers; Checker traces answer the true values, a share symmetric_share of them in the symmetric-checker format
@@ -260,7 +270,7 @@ def traces(split: str, n: int, seed: int = 0, error_rate: float = 0.3, symmetric
     out = []
     for i in range(int(n)):
         rng = _rng(seed, split, 10_000_000 + i)
-        world = make_world(rng, (int(min_docs), int(max_docs)))
+        world = make_world(rng, (int(min_docs), int(max_docs)), derived=bool(derived))
         corrupted = rng.random() < float(error_rate)
         answer = solver_answer(world, corrupt(world, rng) if corrupted else None)
         role = ("solver", "proposer", "checker")[i % 3]

@@ -225,3 +225,21 @@ def test_march_rl_smoke_on_8_cpu_devices(tmp_path):
     assert "rl/role/proposer/advantage_mean" not in summary       # sampled, never trained
     assert summary["rl/role/checker/episodes"] == summary["rl/role/solver/episodes"] == 8
     assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 1
+
+
+def test_worlds_without_the_derived_value():
+    """derived=False (table.py:mini_copy): the same world (same documents, same asked values) with a query and an
+    answer of copied values only; the oracle accepts the clean answer and flags a computed number."""
+    with_d = nf.make_world(np.random.default_rng(7))
+    world = nf.make_world(np.random.default_rng(7), derived=False)
+    assert world["docs"] == with_d["docs"] and world["asked"] == with_d["asked"] and world["derived"] is None
+    query = nf.query_text(world)
+    assert "+" not in query and "-" not in query and query.endswith(f" and {world['asked'][-1]}.")
+    answer = nf.solver_answer(world)
+    assert [name for name, _ in nf.answer_items(answer)] == world["asked"]
+    assert nf.oracle_check(world, answer) == {"hallucinated": False, "coverage": 1.0, "numbers": len(world["asked"])}
+    flagged = nf.oracle_check(world, answer + "; total 99991")
+    assert flagged["hallucinated"] and flagged["coverage"] == 1.0
+    rows = nf.traces("train", 6, seed=1, derived=False)
+    assert all("+" not in r["completion"] and " minus " not in r["completion"] and " plus " not in r["completion"]
+               for r in rows)
