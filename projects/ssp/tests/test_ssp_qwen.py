@@ -10,24 +10,10 @@ import pytest
 import projects.ssp  # noqa: F401  registrations
 from projects.ssp.data import _trace_checker, env_of
 from projects.ssp.traces import sft_examples
-from shared.data.tokenizers import HFTokenizer
+from tests.bpe import byte_level_bpe
 
 SMOKE_KB = {"kb_seed": 0, "kb_sizes": {"person": 60, "company": 30, "town": 30, "river": 10, "region": 8},
             "pool_size": 100}
-
-
-def byte_level_bpe(texts, vocab_size: int, path: str) -> HFTokenizer:
-    """A Qwen-style tokenizer.json (byte-level BPE, <|endoftext|> as its only special token) trained on texts."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(texts, trainer)
-    tok.save(path)
-    return HFTokenizer(path)
 
 
 @pytest.fixture(scope="module")
