@@ -77,17 +77,23 @@ def game():
     return SearchSelfPlay(c)
 
 
-def test_scripted_step(game):
-    env, rng = game.env, random.Random(0)
-    # five answers with valid programmatic proposals, then one that leaks its answer and one that asks nothing
+def valid_proposals(env, rng, n: int = 5):
+    """The first n pool answers with a valid 2-hop programmatic proposal: (examples, proposer traces)."""
     examples, traces = [], []
     for a in env.pool:
         made = proposer_trace(env, a, 2, rng)
         if made is not None:
             examples.append({"answer": a, "hops": 2})
             traces.append(made[0])
-        if len(examples) == 5:
+        if len(examples) == n:
             break
+    return examples, traces
+
+
+def test_scripted_step(game):
+    env, rng = game.env, random.Random(0)
+    # five answers with valid programmatic proposals, then one that leaks its answer and one that asks nothing
+    examples, traces = valid_proposals(env, rng)
     leak = env.pool[-1]
     examples += [{"answer": leak, "hops": 1}, {"answer": env.pool[-2], "hops": 1}]
     traces += [f" <search> {leak} </search> <search> x {leak} </search> <question> what is the mentor of {leak} "
@@ -137,14 +143,7 @@ def test_replay_buffer_survives_save_and_restore():
     c = smoke_config(**{"ssp.rag": "oracle"})
     played = SearchSelfPlay(c)
     env, rng = played.env, random.Random(1)
-    examples, traces = [], []
-    for a in env.pool:
-        made = proposer_trace(env, a, 2, rng)
-        if made is not None:
-            examples.append({"answer": a, "hops": 2})
-            traces.append(made[0])
-        if len(examples) == 5:
-            break
+    examples, traces = valid_proposals(env, rng)
     examples += [{"answer": env.pool[-2], "hops": 1}, {"answer": env.pool[-3], "hops": 1}]
     traces += [" I do not know", " nothing"]
 
