@@ -1,11 +1,16 @@
 """python -m shared.sweep --config=experiments/<p>/<table>.py[:arg] --workdir=DIR [--parallel=N]
     [--only=name1,name2] [--gpus_per_point=K] [--time_budget_s=S] [--dry_run] [--launcher="python fake.py"]
-    [--config.a.b=value ...]
+    [--bundle=OUT.tar.gz [--bundle_partial] [--bundle_part_mb=M]] [--from_bundle=IN.tar.gz] [--config.a.b=value ...]
 
 `--config.a.b=value` overrides are passed to every point's launcher (they win over the table's values).
 --launcher replaces `python -m shared.launch` (tests, debugging).
 --time_budget_s: after S seconds start no point and stop the running ones (they checkpoint; a re-run resumes
 them); the tables list the points finished by then, the rest as "not run".
+--bundle: at the end, write the workdir as one portable file (tables, summaries, logs, launch records and the
+checkpoints of finished stages that unfinished points still need; --bundle_partial adds the latest checkpoint of
+points stopped mid-run; --bundle_part_mb splits it into OUT.part000, ... of at most M MiB). --from_bundle: unpack
+such a file (made on another machine, local or gs://) into --workdir first; finished points and stages are kept,
+never re-run. Together they carry a table across short machine leases (shared/sweep/bundle.py).
 Exits 1 if any point failed (after writing the results of the others)."""
 from __future__ import annotations
 
@@ -18,9 +23,11 @@ def parse_args(argv: list[str]) -> dict:
     """Parses the flags by hand (absl would try to parse the --config.* overrides meant for the launcher)."""
     args = {"config_path": None, "workdir": None, "parallel": None, "only": None, "dry_run": False,
             "gpus_per_point": 1, "extra_overrides": [], "time_budget_s": None,
-            "launcher_cmd": None}
+            "launcher_cmd": None, "bundle": None, "from_bundle": None, "bundle_partial": False,
+            "bundle_part_mb": None}
     flags = {"--config": "config_path", "--workdir": "workdir", "--parallel": "parallel", "--only": "only",
-             "--gpus_per_point": "gpus_per_point", "--launcher": "launcher_cmd", "--time_budget_s": "time_budget_s"}
+             "--gpus_per_point": "gpus_per_point", "--launcher": "launcher_cmd", "--time_budget_s": "time_budget_s",
+             "--bundle": "bundle", "--from_bundle": "from_bundle", "--bundle_part_mb": "bundle_part_mb"}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -32,6 +39,8 @@ def parse_args(argv: list[str]) -> dict:
             args["dry_run"] = (value.lower() not in ("false", "0", "no")) if has_value else True
         elif name == "--nodry_run":
             args["dry_run"] = False
+        elif name == "--bundle_partial":
+            args["bundle_partial"] = (value.lower() not in ("false", "0", "no")) if has_value else True
         elif name in flags or name.startswith("--config."):
             if not has_value:  # "--flag value" form
                 if i + 1 >= len(argv):
@@ -54,11 +63,12 @@ def parse_args(argv: list[str]) -> dict:
                 args[integer] = int(args[integer])
             except ValueError:
                 raise SystemExit(f"shared.sweep: --{integer} must be an integer, got {args[integer]!r}") from None
-    if args["time_budget_s"] is not None:
-        try:
-            args["time_budget_s"] = float(args["time_budget_s"])
-        except ValueError:
-            raise SystemExit(f"shared.sweep: --time_budget_s must be a number, got {args['time_budget_s']!r}") from None
+    for number in ("time_budget_s", "bundle_part_mb"):
+        if args[number] is not None:
+            try:
+                args[number] = float(args[number])
+            except ValueError:
+                raise SystemExit(f"shared.sweep: --{number} must be a number, got {args[number]!r}") from None
     return args
 
 

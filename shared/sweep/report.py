@@ -356,11 +356,29 @@ def manifest(sweep: Sweep, workdir: str, rows: list[dict], outcomes: Mapping, *,
             "config": _config_or_error(os.path.join(stage_dir, "config.json")),
             "summary": _config_or_error(os.path.join(stage_dir, "summary.json")), "launches": launches[stage.name]}
     ended_at = time.time()
+    source = provenance.source_state()
+    this = {"start_time": iso_time(started_at), "end_time": iso_time(ended_at), "wall_time_s": ended_at - started_at,
+            "command_line": command_line if isinstance(command_line, str) else list(command_line),
+            "hardware": hardware(rows), "source_hash": source.get("hash")}
     return {"sweep": sweep.name, "config_file": sweep.config_file, "config_arg": sweep.config_arg,
             "command_line": command_line if isinstance(command_line, str) else list(command_line),
-            "source": provenance.source_state(), "hardware": hardware(rows), "libraries": library_versions(),
+            "source": source, "hardware": hardware(rows), "libraries": library_versions(),
             "start_time": iso_time(started_at), "end_time": iso_time(ended_at), "wall_time_s": ended_at - started_at,
-            "points": points, "stages": stages}
+            "points": points, "stages": stages, "leases": [*_earlier_leases(sweep, workdir), this]}
+
+
+def _earlier_leases(sweep: Sweep, workdir: str) -> list[dict]:
+    """The invocations before this one (in this workdir, or on the machines a bundle came from): a table that
+    spans several machines lists each one's time, command and hardware (each point's launches say which ran it)."""
+    try:
+        old = read_json(os.path.join(workdir, "manifest.json"))
+    except ValueError:
+        return []
+    if not isinstance(old, dict) or old.get("sweep") != sweep.name:
+        return []
+    if "leases" in old:
+        return list(old["leases"])
+    return [{k: old.get(k) for k in ("start_time", "end_time", "wall_time_s", "command_line", "hardware")}]
 
 
 def write_all(sweep: Sweep, workdir: str, outcomes: Mapping, *, started_at: float, command_line: Any) -> dict:
@@ -375,9 +393,9 @@ def write_all(sweep: Sweep, workdir: str, outcomes: Mapping, *, started_at: floa
     plot_path = plot(sweep, workdir, rows, aggregated)
     if plot_path:
         outputs["plot"] = plot_path
+    record = manifest(sweep, workdir, rows, outcomes, started_at=started_at, command_line=command_line,
+                      launches=launches)  # before the file is opened: it reads the earlier leases from it
     with open(outputs["manifest"], "w", encoding="utf-8") as f:
-        json.dump(manifest(sweep, workdir, rows, outcomes, started_at=started_at, command_line=command_line,
-                           launches=launches),
-                  f, indent=2, default=str)
+        json.dump(record, f, indent=2, default=str)
         f.write("\n")
     return outputs

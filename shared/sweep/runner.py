@@ -21,7 +21,7 @@ from collections import deque
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from shared import fs
-from shared.sweep import provenance, report
+from shared.sweep import bundle as bundle_mod, provenance, report
 from shared.sweep.hardware import gpu_names, visible_gpus
 from shared.sweep.table import (Point, Sweep, check_override_keys, config_spec, format_override_value,
                                 load_sweep, parse_override_args, resolve_stage_refs)
@@ -214,12 +214,17 @@ def _stop_all(running: Iterable[_Running]) -> None:
 def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only: Iterable[str] | str | None = None,
               extra_overrides: Iterable[str] | Mapping[str, Any] = (), launcher_cmd: Sequence[str] | str | None = None,
               *, dry_run: bool = False, gpus_per_point: int = 1, echo: bool = True,
-              command_line: Sequence[str] | None = None, time_budget_s: float | None = None) -> SweepResult:
+              command_line: Sequence[str] | None = None, time_budget_s: float | None = None,
+              bundle: str | None = None, from_bundle: str | None = None, bundle_partial: bool = False,
+              bundle_part_mb: float | None = None) -> SweepResult:
     """Runs the unfinished points of `config_path`'s get_sweep() and writes results.csv/.md, the plot and
     manifest.json into `workdir`. `only` restricts which points run (the tables still list every point).
     `launcher_cmd` replaces `python -m shared.launch` (tests use a fake launcher). `time_budget_s`: after this
     many seconds no point starts and running ones are stopped (SIGTERM: they checkpoint, so a re-run resumes
-    them); the tables are written for the points that finished, the others are marked "not run"."""
+    them); the tables are written for the points that finished, the others are marked "not run".
+    `from_bundle`: first unpack a bundle of this sweep made elsewhere into `workdir` (shared.sweep.bundle);
+    `bundle`: at the end write the workdir's bundle there (`bundle_partial`: with the checkpoints of points stopped
+    mid-run; `bundle_part_mb`: in parts of at most that many MiB)."""
     if fs.is_remote(workdir):
         raise ValueError(f"--workdir={workdir}: sweeps keep their tables, point logs and launch records on a local "
                          "disk; use a local --workdir (a single run's workdir may be gs://: python -m shared.launch)")
@@ -239,6 +244,14 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
 
     outcomes: dict[str, PointOutcome] = {}
     dirs = point_dirs(sweep, workdir)
+    moved_from = None  # the absolute workdir a bundle came from, where it differs from this one
+    if from_bundle and not dry_run:
+        finished_here = [os.path.relpath(d, workdir) for d in dirs.values() if is_finished(d)]
+        index = bundle_mod.unpack_bundle(from_bundle, workdir, sweep.name, finished_here)
+        if index.get("workdir") and os.path.abspath(index["workdir"]) != os.path.abspath(workdir):
+            moved_from = index["workdir"]
+        console.info(f"unpacked {from_bundle} (from {index.get('workdir')}): "
+                     f"{len(index.get('checkpoints', []))} checkpoint(s) carried")
     # the stages the selected points need run too, before them
     wanted = set(selected)
     for point in reversed([*sweep.stages, *sweep.points]):
@@ -253,8 +266,11 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
         elif point.name not in wanted:
             outcomes[point.name] = PointOutcome(point.name, "not run")
         else:
-            to_run.append((index, point, point_command(launcher, sweep.config_file, point, point_dir, extra,
-                                                       stage_dir=dirs.get), point_dir))
+            command = point_command(launcher, sweep.config_file, point, point_dir, extra, stage_dir=dirs.get)
+            moved = _moved_stage_keys(point, point_dir, extra) if moved_from else []
+            if moved:  # a point resumed from a bundle: its stage paths moved with the workdir, nothing else
+                command.append(f"--allow_config_change={','.join(moved)}")
+            to_run.append((index, point, command, point_dir))
 
     total = len(everything)
     if dry_run:
@@ -323,8 +339,18 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
             except ValueError as e:
                 outcomes[name] = PointOutcome(name, "failed", outcome.returncode, outcome.seconds, "", str(e))
     outputs = report.write_all(sweep, workdir, outcomes, started_at=started_at,
-                               command_line=command_line or _command_line(config_path, workdir, parallel, only,
-                                                                          extra, gpus_per_point, time_budget_s))
+                               command_line=command_line or _command_line(
+                                   config_path, workdir, parallel, only, extra, gpus_per_point, time_budget_s,
+                                   bundle=bundle, from_bundle=from_bundle, bundle_partial=bundle_partial,
+                                   bundle_part_mb=bundle_part_mb))
+    if bundle:
+        finished = {p.name: outcomes[p.name].status in ("finished", "skipped") for p in everything}
+        written = bundle_mod.write_bundle(bundle, workdir, sweep.name, everything, dirs, finished,
+                                          partial=bundle_partial, part_mb=bundle_part_mb)
+        outputs["bundle"] = written["files"]
+        console.info(f"bundle: {', '.join(written['files'])} ({written['bytes'] / 2**20:.1f} MiB; checkpoints of "
+                     f"{', '.join(written['checkpoints']) or 'none'}); continue elsewhere with "
+                     f"--from_bundle={bundle}")
     for outcome in outcomes.values():
         if outcome.status == "failed":
             console.info(f"FAILED {outcome.name}: {outcome.reason}; last {LOG_TAIL_LINES} lines of "
@@ -333,6 +359,15 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     console.info(f"done: {finished}/{total} finished, {len(launched)} launched, "
                  f"{sum(o.status == 'failed' for o in outcomes.values())} failed; results in {workdir}")
     return SweepResult(sweep.name, workdir, outcomes, launched, outputs)
+
+
+def _moved_stage_keys(point: Point, point_dir: str, extra: Mapping[str, str]) -> list[str]:
+    """Override keys naming a stage's folder, for a point already started (config.json present) in the folder a
+    bundle came from: the launcher must accept their new absolute paths."""
+    if not os.path.exists(os.path.join(point_dir, CONFIG_FILE)):
+        return []
+    return [k for k, v in point.overrides.items()
+            if k not in extra and isinstance(v, str) and "{stage:" in v]
 
 
 def _select(sweep: Sweep, only: Iterable[str] | str | None) -> set[str]:
@@ -362,7 +397,8 @@ def _finish(r: _Running, point_dir: str, total: int, console: _Console) -> Point
     return PointOutcome(r.point.name, "failed", code, seconds, tail, reason)
 
 
-def _command_line(config_path, workdir, parallel, only, extra, gpus_per_point, time_budget_s=None) -> list[str]:
+def _command_line(config_path, workdir, parallel, only, extra, gpus_per_point, time_budget_s=None, *,
+                  bundle=None, from_bundle=None, bundle_partial=False, bundle_part_mb=None) -> list[str]:
     """The equivalent `python -m shared.sweep` command, for the manifest when called as a function."""
     command = ["python", "-m", "shared.sweep", f"--config={config_path}", f"--workdir={workdir}"]
     if parallel is not None:
@@ -373,4 +409,9 @@ def _command_line(config_path, workdir, parallel, only, extra, gpus_per_point, t
         command.append(f"--gpus_per_point={gpus_per_point}")
     if time_budget_s is not None:
         command.append(f"--time_budget_s={time_budget_s:g}")
+    if from_bundle:
+        command.append(f"--from_bundle={from_bundle}")
+    if bundle:
+        command += [f"--bundle={bundle}", *(["--bundle_partial"] if bundle_partial else []),
+                    *([f"--bundle_part_mb={bundle_part_mb:g}"] if bundle_part_mb else [])]
     return command + [f"--config.{k}={v}" for k, v in extra.items()]

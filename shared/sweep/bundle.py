@@ -1,0 +1,184 @@
+"""A sweep's workdir as one portable file, so a table can go on on another machine (a short GPU lease, a pod).
+
+    python -m shared.sweep --config=T.py --workdir=W --time_budget_s=500 --bundle=out/T.tar.gz [--bundle_part_mb=15]
+    python -m shared.sweep --config=T.py --workdir=W2 --from_bundle=out/T.tar.gz --bundle=out/T.tar.gz   # next machine
+
+What goes in: every file of the workdir (tables, manifest, each point's summary, metrics, config, log and launch
+records) except checkpoints and TensorBoard folders, plus the latest checkpoint of each finished stage that a point
+not yet finished still starts from. With `partial=True` also the latest checkpoint of each point stopped mid-run, so
+it resumes instead of starting over. Nothing else: a finished point's checkpoints never travel, and stages no
+pending point needs travel as their files only. `bundle.json` at the top says which sweep and which absolute workdir
+it came from (a resumed point's stage paths move with the workdir: the runner lets exactly those keys change).
+
+A bundle from someone else is untrusted input: members are extracted with tarfile's "data" filter (no absolute
+paths, no `..`, no links out of the folder, no device files), only into the workdir, and a bundle of another sweep
+is refused by name. Paths may be gs:// (shared.fs): the file is written and read through a local temporary copy.
+"""
+from __future__ import annotations
+
+import glob
+import io
+import json
+import os
+import tarfile
+import tempfile
+from typing import Iterable, Mapping
+
+from shared import fs
+
+INDEX_FILE = "bundle.json"
+SKIPPED_DIRS = ("checkpoints", "tb")
+PART_SUFFIX = ".part{:03d}"
+
+
+class BundleError(ValueError):
+    """A bundle that cannot be used here (another sweep, unreadable, unsafe member)."""
+
+
+def latest_checkpoint_step(checkpoint_dir: str) -> str | None:
+    steps = [d for d in os.listdir(checkpoint_dir) if d.isdigit() and os.path.isdir(os.path.join(checkpoint_dir, d))]
+    return max(steps, key=int) if steps else None
+
+
+def _checkpoint_files(run_dir: str) -> list[str]:
+    """The files of `run_dir`'s latest checkpoint step (and the checkpoint folder's own top-level files)."""
+    directory = os.path.join(run_dir, "checkpoints")
+    if not os.path.isdir(directory):
+        return []
+    step = latest_checkpoint_step(directory)
+    if step is None:
+        return []
+    files = [os.path.join(directory, f) for f in os.listdir(directory) if os.path.isfile(os.path.join(directory, f))]
+    for root, _, names in os.walk(os.path.join(directory, step)):
+        files += [os.path.join(root, n) for n in names]
+    return files
+
+
+def _plain_files(workdir: str) -> list[str]:
+    files = []
+    for root, dirs, names in os.walk(workdir):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        files += [os.path.join(root, n) for n in sorted(names)]
+    return files
+
+
+def checkpoints_to_carry(points: Iterable, dirs: Mapping[str, str], finished: Mapping[str, bool],
+                         partial: bool = False) -> list[str]:
+    """Names whose latest checkpoint must travel: finished stages that an unfinished point needs (and, with
+    `partial`, unfinished points that have a checkpoint)."""
+    points = list(points)
+    names = []
+    for point in points:
+        if finished[point.name]:
+            continue
+        names += [n for n in point.needs if finished.get(n) and n not in names]
+        if partial and os.path.isdir(os.path.join(dirs[point.name], "checkpoints")) and point.name not in names:
+            names.append(point.name)
+    return names
+
+
+def write_bundle(path: str, workdir: str, sweep_name: str, points: Iterable, dirs: Mapping[str, str],
+                 finished: Mapping[str, bool], *, partial: bool = False, part_mb: float | None = None) -> dict:
+    """Writes the bundle (gzip tar) to `path`, or to `path.part000`, `.part001`, ... of at most `part_mb` MiB each.
+    Returns {"files": [...written...], "bytes": total, "checkpoints": [names carried]}."""
+    workdir = os.path.abspath(workdir)
+    carried = checkpoints_to_carry(points, dirs, finished, partial)
+    files = _plain_files(workdir)
+    for name in carried:
+        files += _checkpoint_files(dirs[name])
+    index = {"sweep": sweep_name, "workdir": workdir, "checkpoints": carried,
+             "unfinished": sorted(n for n, done in finished.items() if not done)}
+    with tempfile.TemporaryDirectory() as tmp:
+        local = os.path.join(tmp, "bundle.tar.gz")
+        with tarfile.open(local, "w:gz") as tar:
+            data = json.dumps(index, indent=2).encode()
+            info = tarfile.TarInfo(INDEX_FILE)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+            for f in sorted(dict.fromkeys(files)):
+                rel = os.path.relpath(f, workdir)
+                if rel == INDEX_FILE:
+                    continue
+                tar.add(f, arcname=rel, recursive=False)
+        size = os.path.getsize(local)
+        for old in _existing_parts(path):  # a smaller bundle must not leave stale parts behind
+            _remove(old)
+        written = []
+        if part_mb and size > part_mb * 2**20:
+            chunk = int(part_mb * 2**20)
+            with open(local, "rb") as f:
+                for i, data in enumerate(iter(lambda: f.read(chunk), b"")):
+                    written.append(path + PART_SUFFIX.format(i))
+                    fs.write_bytes(written[-1], data)
+        else:
+            with open(local, "rb") as f:
+                fs.write_bytes(path, f.read())
+            written.append(path)
+    return {"files": written, "bytes": size, "checkpoints": carried}
+
+
+def _existing_parts(path: str) -> list[str]:
+    if fs.is_remote(path):
+        found, i = [], 0
+        while fs.exists(path + PART_SUFFIX.format(i)):
+            found.append(path + PART_SUFFIX.format(i))
+            i += 1
+        return found
+    return sorted(glob.glob(glob.escape(path) + ".part[0-9][0-9][0-9]"))
+
+
+def _remove(path: str) -> None:
+    if fs.is_remote(path):
+        fs.remove_tree(path)
+    else:
+        os.remove(path)
+
+
+def _read(path: str) -> bytes:
+    """The bundle's bytes: `path` itself, else its parts in order."""
+    if fs.exists(path):
+        return fs.read_bytes(path)
+    parts = _existing_parts(path)
+    if not parts:
+        raise FileNotFoundError(f"--from_bundle={path}: no such file (nor {path}{PART_SUFFIX.format(0)}, ...)")
+    return b"".join(fs.read_bytes(p) for p in parts)
+
+
+def read_index(path: str) -> dict:
+    with tarfile.open(fileobj=io.BytesIO(_read(path)), mode="r:gz") as tar:
+        return _index(tar, path)
+
+
+def _index(tar: tarfile.TarFile, path: str) -> dict:
+    try:
+        member = tar.getmember(INDEX_FILE)
+        return json.loads(tar.extractfile(member).read())
+    except (KeyError, ValueError, AttributeError) as e:
+        raise BundleError(f"--from_bundle={path}: not a sweep bundle (no readable {INDEX_FILE}: {e})") from None
+
+
+def unpack_bundle(path: str, workdir: str, sweep_name: str, finished_here: Iterable[str] = ()) -> dict:
+    """Extracts the bundle into `workdir` (created if needed); members of points already finished in `workdir`
+    are left as they are there. Returns the bundle's index."""
+    try:
+        tar = tarfile.open(fileobj=io.BytesIO(_read(path)), mode="r:gz")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise BundleError(f"--from_bundle={path}: unreadable ({e})") from None
+    with tar:
+        index = _index(tar, path)
+        if index.get("sweep") != sweep_name:
+            raise BundleError(f"--from_bundle={path} holds sweep {index.get('sweep')!r}, not {sweep_name!r}: "
+                              "use the bundle of this table (or another --config)")
+        keep = tuple(os.path.normpath(d) + "/" for d in finished_here)
+        members = [m for m in tar.getmembers()
+                   if m.name != INDEX_FILE and not os.path.normpath(m.name).startswith(keep)]
+        os.makedirs(workdir, exist_ok=True)
+        for member in members:  # every member checked before anything is written
+            if os.path.isabs(member.name):  # the data filter would strip the "/"; no bundle of ours has one
+                raise BundleError(f"--from_bundle={path}: unsafe member refused ({member.name!r} is absolute)")
+            try:
+                tarfile.data_filter(member, os.path.abspath(workdir))
+            except tarfile.FilterError as e:  # absolute path, `..`, a link out of the folder, a device file
+                raise BundleError(f"--from_bundle={path}: unsafe member refused ({e})") from None
+        tar.extractall(workdir, members=members, filter="data")
+    return index
