@@ -23,6 +23,9 @@ G 8, T 1.0, KL k3 0.01, clip 0.2, lr 3e-5, 300 steps; evaluation on 512 ID and 5
     # claims 1-2 on the harder RubricWorld (type_inference="combo"; arms A, B, C x 3 seeds, 400-step cold starts;
     # 9 stages + 9 points; ~4-5 min wall on 4 H100s, not measured):
     python -m shared.sweep --config=experiments/proxy_grm/table.py:hard --workdir=runs/proxy_grm/hard --parallel=12
+    # the hard table's RL arms B, C at the top of §4.3's lr range (1e-4): at 3e-5 neither arm moved the rubric
+    # (7.1 min wall on 1 H200 for :hard with --parallel=9):
+    python -m shared.sweep --config=experiments/proxy_grm/table.py:hard_lr --workdir=runs/proxy_grm/hard_lr --parallel=9
     # the whole of §4.4 (12 stages + 21 points):
     python -m shared.sweep --config=experiments/proxy_grm/table.py --workdir=runs/proxy_grm/table --parallel=16
 
@@ -38,7 +41,7 @@ from projects.proxy_grm.config import ARMS, grm_rl_config, grm_sft_config, proxy
 
 SEEDS = (0, 1, 2)
 # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
-SWEEP_VARIANTS = ("small", "lr", "coldstart", "hard", "hard_smoke")
+SWEEP_VARIANTS = ("small", "lr", "coldstart", "hard", "hard_smoke", "hard_lr")
 LRS = (1e-5, 3e-5, 1e-4)          # spec §4.3's GRPO learning-rate sweep (variant "lr": arms B, C, seed 0)
 SMALL_ARMS = ("A", "B", "C")
 FULL_ARMS = ("A", "B", "C", "D", "E3", "E7", "F")
@@ -91,6 +94,8 @@ def get_sweep(arg=None):
         return _coldstart_sweep()
     if arg in ("hard", "hard_smoke"):
         return _hard_sweep(smoke=arg == "hard_smoke")
+    if arg == "hard_lr":
+        return _hard_lr_sweep()
     if arg not in (None, "small", "smoke"):
         raise ValueError(f"experiments/proxy_grm/table.py: unknown sweep variant {arg!r} "
                          f"(known: small, lr, coldstart, hard, hard_smoke, smoke)")
@@ -180,3 +185,19 @@ def _hard_sweep(smoke: bool = False):
                            overrides={**overrides, **world}))
     return dict(name=f"proxy_grm_hard{'_smoke' if smoke else ''}", stages=stages, points=points, group=["arm"],
                 columns=COLUMNS, plot=dict(kind="bars", metric="grm/id_rubric_f1"))
+
+
+HARD_LR = 1e-4   # variant "hard_lr": §4.3's largest GRPO lr
+
+
+def _hard_lr_sweep():
+    """Arms B and C of the hard table at lr HARD_LR: at the default 3e-5 the rubric F1 stayed at the cold start's
+    0.78 in both RL arms (results/hard), so the proxy reward had nothing to act on; a larger step tests whether
+    RL here can move the rubric at all."""
+    table = _hard_sweep()
+    points = []
+    for point in table["points"]:
+        if point["arm"] in ("B", "C"):
+            points.append(dict(point, name=f"{point['arm']}_{HARD_WORLD}_lr{HARD_LR:g}_s{point['overrides']['seed']}",
+                               overrides={**point["overrides"], "optim.lr": HARD_LR}))
+    return dict(table, name="proxy_grm_hard_lr", points=points)
