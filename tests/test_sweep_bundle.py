@@ -3,7 +3,8 @@
 The real launcher trains a tiny model: a stage (warm start) and two points that start from it. Lease 1 runs the
 stage and point A, and point B is stopped mid-run (SIGTERM at step 4: it checkpoints); its bundle is unpacked on
 "another machine" (a fresh folder at another path), where B resumes and finishes. The results equal a sweep that ran
-uninterrupted, the stage ran once, and the bundle held only what the pending point needed.
+uninterrupted, the stage ran once, and the bundle held only what the pending points needed: B's latest checkpoint
+and the stage as its exported params, from which point C (not started on lease 1) warm-starts.
 """
 import csv
 import io
@@ -33,7 +34,8 @@ TABLE = textwrap.dedent('''
         start = {"seed": 0, "train.init_from": "run:{stage:warm_s0}", "optim.lr": 1e-3}
         return dict(name="bundle_test", stages=[stage],
                     points=[dict(name="A_s0", arm="A", overrides={**start, "optim.lr": 2e-3}),
-                            dict(name="B_s0", arm="B", overrides={**start, **kill})],
+                            dict(name="B_s0", arm="B", overrides={**start, **kill}),
+                            dict(name="C_s0", arm="C", overrides={**start, "optim.lr": 3e-3})],
                     columns=["eval/loss", "train/loss"])
 ''')
 
@@ -63,13 +65,16 @@ def test_a_table_stopped_on_one_machine_finishes_on_another_and_equals_an_uninte
 
     monkeypatch.setenv("BUNDLE_TEST_KILL", "1")
     bundle = str(tmp_path / "out" / "table.tar.gz")
-    first = run_sweep(table, str(tmp_path / "lease1"), parallel=2, echo=False, bundle=bundle, bundle_partial=True)
+    first = run_sweep(table, str(tmp_path / "lease1"), parallel=2, echo=False, bundle=bundle, bundle_partial=True,
+                      only=["A_s0", "B_s0"])
     assert first.outcomes["A_s0"].status == "finished" and first.outcomes["B_s0"].status == "failed"
     with tarfile.open(bundle) as tar:
         names = tar.getnames()
     index = read_index(bundle)
     assert index["checkpoints"] == ["warm_s0", "B_s0"]  # the stage B starts from, and B's own latest step
     assert not any(n.startswith("A_s0/checkpoints") for n in names)  # a finished point's checkpoints stay
+    assert not any(n.startswith("stages/warm_s0/checkpoints") for n in names)  # the stage travels as params
+    assert any(n.startswith("stages/warm_s0/params/") for n in names)
     steps = {n.split("/")[2] for n in names if n.startswith("B_s0/checkpoints/") and n.count("/") >= 3}
     kept = sorted(d for d in os.listdir(tmp_path / "lease1" / "B_s0" / "checkpoints") if d.isdigit())
     assert steps == {max(kept, key=int)}  # only the latest step travels
@@ -77,7 +82,7 @@ def test_a_table_stopped_on_one_machine_finishes_on_another_and_equals_an_uninte
 
     monkeypatch.delenv("BUNDLE_TEST_KILL")
     second = run_sweep(table, str(tmp_path / "lease2"), parallel=2, echo=False, from_bundle=bundle)
-    assert second.ok and second.launched == ["B_s0"]  # the stage and A are not retrained
+    assert second.ok and sorted(second.launched) == ["B_s0", "C_s0"]  # the stage and A are not retrained
     assert _rows(str(tmp_path / "lease2")) == _rows(str(tmp_path / "uninterrupted"))
     assert _starts(str(tmp_path / "lease2" / "stages" / "warm_s0")) == 1
     assert _starts(str(tmp_path / "lease2" / "B_s0")) == 2  # killed at step 4 on lease 1, resumed on lease 2

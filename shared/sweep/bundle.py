@@ -4,8 +4,9 @@
     python -m shared.sweep --config=T.py --workdir=W2 --from_bundle=out/T.tar.gz --bundle=out/T.tar.gz   # next machine
 
 What goes in: every file of the workdir (tables, manifest, each point's summary, metrics, config, log and launch
-records) except checkpoints and TensorBoard folders, plus the latest checkpoint of each finished stage that a point
-not yet finished still starts from. With `partial=True` also the latest checkpoint of each point stopped mid-run, so
+records) except checkpoints and TensorBoard folders, plus each finished stage that a point not yet finished still
+starts from, as its last params (`<stage>/params`, exported on the CPU: a warm start reads only params, so no
+optimizer moments travel; `train.init_from=run:` and `load_run` read that folder where checkpoints are absent). With `partial=True` also the latest checkpoint of each point stopped mid-run, so
 it resumes instead of starting over. Nothing else: a finished point's checkpoints never travel, and stages no
 pending point needs travel as their files only. `bundle.json` at the top says which sweep and which absolute workdir
 it came from (a resumed point's stage paths move with the workdir: the runner lets exactly those keys change).
@@ -20,14 +21,19 @@ import glob
 import io
 import json
 import os
+import shutil
+import subprocess
+import sys
 import tarfile
 import tempfile
 from typing import Iterable, Mapping
 
 from shared import fs
 
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INDEX_FILE = "bundle.json"
-SKIPPED_DIRS = ("checkpoints", "tb")
+EXPORTED_PARAMS = "params"  # = shared.train.tasks.EXPORTED_PARAMS (layer 4; this module stays free of jax)
+SKIPPED_DIRS = ("checkpoints", "tb", EXPORTED_PARAMS)  # params: only for the stages carried
 PART_SUFFIX = ".part{:03d}"
 
 
@@ -54,10 +60,10 @@ def _checkpoint_files(run_dir: str) -> list[str]:
     return files
 
 
-def _plain_files(workdir: str) -> list[str]:
+def _plain_files(workdir: str, skip: tuple = SKIPPED_DIRS) -> list[str]:
     files = []
     for root, dirs, names in os.walk(workdir):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        dirs[:] = sorted(d for d in dirs if d not in skip)
         files += [os.path.join(root, n) for n in sorted(names)]
     return files
 
@@ -77,15 +83,39 @@ def checkpoints_to_carry(points: Iterable, dirs: Mapping[str, str], finished: Ma
     return names
 
 
+def export_stage_params(run_dir: str) -> bool:
+    """<run_dir>/params: the params of a finished stage's last checkpoint, exported in a subprocess on the CPU (this
+    process never imports jax). A warm start reads only params, so a stage travels at a third of its checkpoint's
+    size (no optimizer moments); the arrays are the checkpoint's own, so a point starting from them is unchanged."""
+    out = os.path.join(run_dir, EXPORTED_PARAMS)
+    if os.path.isdir(out):
+        return True
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": os.pathsep.join(
+        p for p in (REPO_ROOT, os.environ.get("PYTHONPATH", "")) if p)}
+    done = subprocess.run([sys.executable, "-m", "shared.train.export", f"--workdir={run_dir}", f"--out={out}",
+                           "--mesh=cpu_1"], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"[bundle] could not export the params of {run_dir} (its checkpoint travels instead): "
+              f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}", file=sys.stderr, flush=True)
+        shutil.rmtree(out, ignore_errors=True)
+        return False
+    return True
+
+
 def write_bundle(path: str, workdir: str, sweep_name: str, points: Iterable, dirs: Mapping[str, str],
-                 finished: Mapping[str, bool], *, partial: bool = False, part_mb: float | None = None) -> dict:
+                 finished: Mapping[str, bool], *, partial: bool = False, part_mb: float | None = None,
+                 stage_params: bool = True) -> dict:
     """Writes the bundle (gzip tar) to `path`, or to `path.part000`, `.part001`, ... of at most `part_mb` MiB each.
+    Finished stages travel as their exported params (`stage_params`), or as their latest checkpoint.
     Returns {"files": [...written...], "bytes": total, "checkpoints": [names carried]}."""
     workdir = os.path.abspath(workdir)
     carried = checkpoints_to_carry(points, dirs, finished, partial)
     files = _plain_files(workdir)
     for name in carried:
-        files += _checkpoint_files(dirs[name])
+        if finished.get(name) and stage_params and export_stage_params(dirs[name]):
+            files += _plain_files(os.path.join(dirs[name], EXPORTED_PARAMS), skip=())
+        else:
+            files += _checkpoint_files(dirs[name])
     index = {"sweep": sweep_name, "workdir": workdir, "checkpoints": carried,
              "unfinished": sorted(n for n, done in finished.items() if not done)}
     with tempfile.TemporaryDirectory() as tmp:

@@ -70,6 +70,8 @@ def load_run(path: str, *, config=None, mesh=None, rules=None, mesh_preset: str 
         import_project(config.project)
     if fs.isdir(fs.join(path, "checkpoints")):
         return _restore_workdir(path, config, folder, mesh)
+    if fs.isdir(fs.join(path, "params")) and fs.isfile(fs.join(path, "config.json")):
+        path = fs.join(path, "params")  # a run folder carried as its exported params (shared.sweep.bundle)
     return _import_params(path, config, folder, mesh, rules)
 
 

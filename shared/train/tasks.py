@@ -36,9 +36,12 @@ def sample_text(trainer: Trainer, tokenizer, prompt: str, max_new_tokens: int) -
     return tokenizer.decode(new)
 
 
+EXPORTED_PARAMS = "params"  # <workdir>/params: a finished run's last params, exported where its checkpoints are not
+
+
 def run_params(workdir: str, abstract):
     """The latest checkpointed params of another run (its config.json rebuilds the model), placed like
-    `abstract`."""
+    `abstract`; a run folder holding <workdir>/params (an export) instead of checkpoints gives those."""
     import json
 
     import ml_collections
@@ -48,6 +51,11 @@ def run_params(workdir: str, abstract):
     path = fs.join(workdir, "config.json")
     if not fs.exists(path):
         raise FileNotFoundError(f"train.init_from=run:{workdir}: no config.json there")
+    exported = fs.join(workdir, EXPORTED_PARAMS)
+    if not fs.isdir(fs.join(workdir, "checkpoints")) and fs.isdir(exported):
+        # a finished run carried as its params only (shared.sweep.bundle): the same arrays as its last checkpoint
+        from shared.checkpoint import import_params
+        return import_params(exported, abstract)
     other = ml_collections.ConfigDict(json.loads(fs.read_text(path)))
     source = Trainer(other, workdir)
     if source.start_step == 0:
