@@ -24,8 +24,8 @@ Claim (spec E3): oracle quality higher and NOTE rate lower with the rubric rewar
 GPU cost (estimate, not measured: no GPU here): a stage ~1 min, a point ~3 min on one H100 (150 steps x ~1 s:
 512 rollouts of <= 160 tokens, two judge orders of 448 pairs in Python, one sandbox process per step); the table
 (3 stages + 12 points) ~40 GPU-minutes, ~10 min wall with --parallel=8 on 4 H100s. Smallest table that tests the
-claim: --only holistic_s0,holistic_s1,holistic_s2,rubric_pvr_s0,rubric_pvr_s1,rubric_pvr_s2 (3 stages + 6 points,
-~21 GPU-minutes; the stages come along).
+claim: the "min" sweep (holistic and rubric_pvr x 3 seeds: 3 stages + 6 points, ~21 GPU-minutes):
+    python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py:min --workdir=runs/openrs/e3_min --parallel=6
 """
 
 from experiments.base._recipe import sft_config, smoke
@@ -41,6 +41,8 @@ ARMS = {"holistic": ("openrs/holistic_judge", {"bias": 0.35}),
         "rubric_biased_pvr": ("openrs/rubric_judge", {"bias": 0.35, "pvr": True})}
 LOGGED = [("writing_zero/quality", 0.0), ("openrs/note_rate", 0.0), ("openrs/pvr_pass", 0.0)]
 VARIANTS = ("base", "base_smoke")
+SWEEP_VARIANTS = ("min",)  # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
+MIN_ARMS = ("holistic", "rubric_pvr")  # "min": the smallest table that tests the claim
 
 
 def _model(c):
@@ -60,7 +62,8 @@ def _base(is_smoke: bool):
 
 def get_config(arg=None):
     """"" / "smoke": an RL point (arm via --config.rl.rewards; default rubric_pvr); "base" / "base_smoke": the SFT
-    stage."""
+    stage. A sweep variant ("min") names the default point."""
+    arg = None if arg in SWEEP_VARIANTS else arg
     if arg not in (None, "smoke", *VARIANTS):
         raise ValueError(f"experiments/openrs/e3_brpo_writing.py: unknown variant {arg!r} "
                          f"(known: smoke, {', '.join(VARIANTS)})")
@@ -102,15 +105,19 @@ def get_config(arg=None):
 
 
 def get_sweep(arg=None):
+    """"": 4 judges x 3 seeds; "min": holistic vs rubric_pvr x 3 seeds (3 stages + 6 points); "smoke": CI."""
+    if arg not in (None, "smoke", *SWEEP_VARIANTS):
+        raise ValueError(f"experiments/openrs/e3_brpo_writing.py: unknown sweep variant {arg!r} (known: smoke, min)")
     is_smoke = arg == "smoke"
     seeds = SEEDS[:1] if is_smoke else SEEDS
     suffix = "_smoke" if is_smoke else ""
+    arms = {a: ARMS[a] for a in MIN_ARMS} if arg == "min" else ARMS
     stages = [dict(name=f"sft_s{seed}", overrides={"seed": seed}, arg="base" + suffix) for seed in seeds]
-    points = [dict(name=f"{arm}_s{seed}", arm=arm, arg=arg,
+    points = [dict(name=f"{arm}_s{seed}", arm=arm, arg="smoke" if is_smoke else None,
                    overrides={"seed": seed, "train.init_from": f"run:{{stage:sft_s{seed}}}",
                               "rl.rewards": [(name, 1.0, {**JUDGE, **options}), *LOGGED]})
-              for arm, (name, options) in ARMS.items() for seed in seeds]
-    return dict(name="e3_brpo_writing", stages=stages, points=points,
+              for arm, (name, options) in arms.items() for seed in seeds]
+    return dict(name="e3_brpo_writing" + ("_min" if arg == "min" else ""), stages=stages, points=points,
                 columns=["eval/test_accuracy_before", "eval/test_accuracy", "reward/writing_zero/quality/mean",
                          "reward/openrs/note_rate/mean", "reward/openrs/pvr_pass/mean", "judge/calls_total",
                          "wall_time_s"],

@@ -3,7 +3,7 @@ carries the next ones across short machine leases.
 
     python -m shared.sweep.campaign --campaign=experiments/campaign.py --write        # regenerate CAMPAIGN.md
     python -m shared.sweep.campaign --campaign=experiments/campaign.py --next=2 \\
-        --time_budget_s=540 --bundle_dir=BUNDLES --work_root=/tmp/campaign [--bundle_part_mb=15]
+        --time_budget_s=540 --bundle_dir=BUNDLES --work_root=/tmp/campaign [--bundle_part_mb=15] [--bundle_partial]
     python -m shared.sweep.campaign --campaign=experiments/campaign.py --run=proxy_grm_hard,march_mini_copy ...
 
 The campaign file defines `ENTRIES`: dicts with name, config ("experiments/<p>/<t>.py:variant"), results (the
@@ -118,11 +118,11 @@ def choose(entries: list[dict], run: list[str] | None, next_count: int | None, r
 
 
 def sweep_command(entry: dict, work_root: str, bundle_dir: str, time_budget_s: float | None,
-                  part_mb: float | None) -> list[str]:
+                  part_mb: float | None, partial: bool = False) -> list[str]:
     bundle = os.path.join(bundle_dir, f"{entry['name']}.tar.gz")
     command = [sys.executable, "-m", "shared.sweep", f"--config={entry['config']}",
                f"--workdir={os.path.join(work_root, entry['name'])}", f"--parallel={entry['parallel']}",
-               f"--bundle={bundle}", "--bundle_partial"]
+               f"--bundle={bundle}", *(["--bundle_partial"] if partial else [])]
     if os.path.exists(bundle) or os.path.exists(bundle + ".part000"):
         command.append(f"--from_bundle={bundle}")
     if time_budget_s:
@@ -133,13 +133,13 @@ def sweep_command(entry: dict, work_root: str, bundle_dir: str, time_budget_s: f
 
 
 def run(entries: list[dict], work_root: str, bundle_dir: str, time_budget_s: float | None,
-        part_mb: float | None = None) -> dict[str, int]:
+        part_mb: float | None = None, partial: bool = False) -> dict[str, int]:
     """Runs the entries' sweeps concurrently; returns each one's exit code. Logs: <work_root>/<name>.log."""
     os.makedirs(work_root, exist_ok=True)
     os.makedirs(bundle_dir, exist_ok=True)
     procs = {}
     for entry in entries:
-        command = sweep_command(entry, work_root, bundle_dir, time_budget_s, part_mb)
+        command = sweep_command(entry, work_root, bundle_dir, time_budget_s, part_mb, partial)
         log = open(os.path.join(work_root, f"{entry['name']}.log"), "ab")
         print(f"[campaign] {entry['name']}: {' '.join(command)}", flush=True)
         procs[entry["name"]] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT), log)
@@ -166,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bundle_dir", default="runs/campaign_bundles")
     parser.add_argument("--work_root", default="runs/campaign")
     parser.add_argument("--bundle_part_mb", type=float, default=None)
+    parser.add_argument("--bundle_partial", action="store_true",
+                        help="also carry the latest checkpoint of points stopped mid-run (larger bundles)")
     args = parser.parse_args(argv)
     try:
         entries = load_entries(args.campaign)
@@ -181,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     if not chosen:
         print("[campaign] nothing ready to run")
         return 0
-    codes = run(chosen, args.work_root, args.bundle_dir, args.time_budget_s, args.bundle_part_mb)
+    codes = run(chosen, args.work_root, args.bundle_dir, args.time_budget_s, args.bundle_part_mb, args.bundle_partial)
     return 0 if all(c == 0 for c in codes.values()) else 1
 
 

@@ -1,0 +1,72 @@
+"""Every table of every project, in the order to run them (cheapest decisive first), with what each costs.
+
+experiments/CAMPAIGN.md is generated from this file (`python -m shared.sweep.campaign
+--campaign=experiments/campaign.py --write`; tests/test_campaign.py fails when it is stale). An entry is done when
+its `results` folder holds a manifest.json (shared.sweep wrote it; commit, date and wall time are read from there).
+`state` is "ready" (the command runs as is) or "needs ...: why" (a setup to build or fix first). Estimates say
+`measured` where a finished run or a 2-point probe gave them; est_gpu_min counts GPU-minutes (one GPU busy for one
+minute), est_wall_min the wall time on the machine named in the note.
+"""
+
+ENTRIES = [
+    # -- ran, kept as the record of what a setup gave -------------------------------------------------------------
+    dict(name="proxy_grm_small", config="experiments/proxy_grm/table.py:small",
+         results="projects/proxy_grm/results/small", parallel=12, est_gpu_min=20, est_wall_min=5, measured=True,
+         state="ready", note="rubrics at the ceiling (F1 1.0): claim 1 has no room in the spec world"),
+    dict(name="proxy_grm_coldstart", config="experiments/proxy_grm/table.py:coldstart",
+         results="projects/proxy_grm/results/coldstart", parallel=18, est_gpu_min=28, est_wall_min=7, measured=True,
+         state="ready", note="50-200-step cold starts: rubric still F1 >= 0.95"),
+    dict(name="proxy_grm_hard", config="experiments/proxy_grm/table.py:hard",
+         results="projects/proxy_grm/results/hard", parallel=9, est_gpu_min=7, est_wall_min=7, measured=True,
+         state="ready", note="combo world: rubric F1 0.78, unchanged by RL in both arms (1 H200)"),
+    dict(name="proxy_grm_hard_lr", config="experiments/proxy_grm/table.py:hard_lr",
+         results="projects/proxy_grm/results/hard_lr", parallel=9, est_gpu_min=7, est_wall_min=7, measured=True,
+         state="ready", note="lr 1e-4: the proxy pulls the rubric away from the truth (1 H200)"),
+    dict(name="march_mini", config="experiments/march/table.py:mini", results="projects/march/results/mini",
+         parallel=8, est_gpu_min=15, est_wall_min=4, measured=True, state="ready",
+         note="warm start at the floor (99.5% hallucinated)"),
+    dict(name="rl_base_table", config="experiments/rl/base_table.py", results="experiments/rl/results/base_table",
+         parallel=20, est_gpu_min=8, est_wall_min=4, measured=True, state="ready", note="lr 1e-4, 5 seeds (2 H100)"),
+    dict(name="rl_base_table_lr2e-5", config="experiments/rl/base_table.py:lr2e-5",
+         results="experiments/rl/results/base_table_lr2e-5", parallel=12, est_gpu_min=11, est_wall_min=3,
+         measured=True, state="ready", note="the spec's lr; its warm starts differ from base_table's (Welch)"),
+    dict(name="openrs_e1", config="experiments/openrs/e1_simulation.py", results="projects/openrs/results/e1_simulation",
+         parallel=1, est_gpu_min=0, est_wall_min=1.5, measured=True, state="ready", note="CPU only"),
+    dict(name="openrs_e2", config="experiments/openrs/e2_rubricworld.py", results="projects/openrs/results/e2_rubricworld",
+         parallel=1, est_gpu_min=0, est_wall_min=1.5, measured=True, state="ready", note="CPU only"),
+    # -- to run, cheapest decisive first --------------------------------------------------------------------------
+    dict(name="march_mini_copy", config="experiments/march/table.py:mini_copy",
+         results="projects/march/results/mini_copy", parallel=5, est_gpu_min=14, est_wall_min=14, measured=True,
+         state="needs a warm start off the floor: hallucination rate 1.000 with copied values only (1 H200, "
+               "2026-11-27; files not kept)",
+         note="warm starts 240 s each; RL points 260 s; 9 points at once ran out of memory on one H200"),
+    dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
+         results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=21, est_wall_min=10, state="ready",
+         note="holistic vs rubric_pvr x 3 seeds: the smallest table that tests E3"),
+    dict(name="openrs_e3", config="experiments/openrs/e3_brpo_writing.py", results="projects/openrs/results/e3",
+         parallel=8, est_gpu_min=40, est_wall_min=10, state="ready", note="4 judges x 3 seeds, 4 H100s"),
+    dict(name="ssp_min", config="experiments/ssp/selfplay.py:min", results="projects/ssp/results/min",
+         parallel=4, est_gpu_min=240, est_wall_min=60, state="needs a weaker warm start (2-hop ~0.3-0.4, now 0.855) "
+         "and RL points that fit (28-36 GiB each)", note="4 GPUs, one RL point each"),
+    dict(name="proxy_grm_table", config="experiments/proxy_grm/table.py", results="projects/proxy_grm/results/table",
+         parallel=16, est_gpu_min=60, est_wall_min=15, state="needs a proxy that reads the rubric (hard world: "
+         "sensitivity 0.008)", note="conditions A-F x 3 seeds"),
+    dict(name="clipo_spec", config="experiments/clipo/tinygsm_sym_table.py:spec",
+         results="projects/clipo/results/spec_table", parallel=16, est_gpu_min=300, est_wall_min=75, state="ready",
+         note="4 arms x 5 seeds, 300 steps of 64 x 16; estimate scaled from the 60-step table, probe first"),
+    dict(name="siamesenorm_spec", config="experiments/siamesenorm/lr_stability.py:spec",
+         results="projects/siamesenorm/results/lr_stability_spec", parallel=8, est_gpu_min=120, est_wall_min=30,
+         state="needs the spec's ~21M shapes, an lr grid around Pre-Norm's optimum, shared seeds",
+         note="replaces the legacy 4-7M tables"),
+    dict(name="mdm_variance_spec", config="experiments/mdm_variance/variance.py:spec",
+         results="projects/mdm_variance/results/variance_spec", parallel=8, est_gpu_min=120, est_wall_min=30,
+         state="needs an MDM theta0 off chance on T1, compute-matched controls, >= 10 seeds",
+         note="replaces the legacy accuracy/variance tables"),
+    dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",
+         results="projects/dir_debias/results/small_scale_spec", parallel=8, est_gpu_min=60, est_wall_min=15,
+         state="needs a BT RM well above chance (3k steps), a gamma grid with a penalty warm-up, shared init",
+         note="replaces the legacy small_scale table"),
+    dict(name="writing_zero_r0_r8", config="experiments/writing_zero/table.py", 
+         results="projects/writing_zero/results/table", parallel=8, est_gpu_min=90, est_wall_min=25,
+         state="needs judge training, the -Zero policy and the R0-R8 sweep", note="spec 4.6: C1, C2"),
+]
