@@ -41,8 +41,10 @@ ENTRIES = [
                "2026-11-27; files not kept)",
          note="warm starts 240 s each; RL points 260 s; 9 points at once ran out of memory on one H200"),
     dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
-         results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=21, est_wall_min=10, state="ready",
-         note="holistic vs rubric_pvr x 3 seeds: the smallest table that tests E3"),
+         results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
+         state="ready", note="holistic vs rubric_pvr x 3 seeds, the smallest table that tests E3. 1 H200, "
+         "2026-11-27: SFT stages 230 s (3 at once), RL points 240 s (6 at once); a 480 s budget ended with 5/9 "
+         "done (bundle 45.7 MiB, not kept): give it 560 s"),
     dict(name="openrs_e3", config="experiments/openrs/e3_brpo_writing.py", results="projects/openrs/results/e3",
          parallel=8, est_gpu_min=40, est_wall_min=10, state="ready", note="4 judges x 3 seeds, 4 H100s"),
     dict(name="ssp_min", config="experiments/ssp/selfplay.py:min", results="projects/ssp/results/min",

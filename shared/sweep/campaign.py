@@ -62,7 +62,9 @@ def done_record(entry: dict, root: str = REPO_ROOT) -> dict | None:
     leases = manifest.get("leases") or [manifest]
     wall = sum(float(lease.get("wall_time_s") or 0) for lease in leases) / 60
     gpus = (manifest.get("hardware") or {}).get("gpus") or []
-    return {"commit": (source.get("commit") or source.get("git_head") or "?")[:7],
+    code = (f"commit {source['commit'][:7]}" if source.get("commit") else
+            f"code {str(source.get('hash'))[:8]} (`python -m shared.sweep.verify` names its commit)")
+    return {"code": code,
             "date": str(manifest.get("end_time", ""))[:10], "wall_min": wall,
             "gpus": f"{len(gpus)} x {gpus[0]}" if gpus else "CPU", "leases": len(leases)}
 
@@ -70,7 +72,7 @@ def done_record(entry: dict, root: str = REPO_ROOT) -> dict | None:
 def status(entry: dict, root: str = REPO_ROOT) -> str:
     record = done_record(entry, root)
     if record:
-        return (f"done ({record['date']}, commit {record['commit']}, {record['gpus']}, "
+        return (f"done ({record['date']}, {record['code']}, {record['gpus']}, "
                 f"{record['wall_min']:.1f} min wall over {record['leases']} lease(s))")
     return "pending" if entry["state"] == "ready" else f"pending, {entry['state']}"
 

@@ -1,0 +1,69 @@
+"""shared.sweep.campaign: experiments/CAMPAIGN.md is generated from experiments/campaign.py and kept current."""
+import json
+import os
+
+import pytest
+
+from shared.sweep import campaign
+
+from conftest import REPO_ROOT
+
+CAMPAIGN = os.path.join(REPO_ROOT, "experiments", "campaign.py")
+MARKDOWN = os.path.join(REPO_ROOT, "experiments", "CAMPAIGN.md")
+
+
+def test_campaign_md_is_current():
+    with open(MARKDOWN, encoding="utf-8") as f:
+        text = f.read()
+    assert campaign.render(campaign.load_entries(CAMPAIGN)) in text, (
+        "experiments/CAMPAIGN.md is stale: python -m shared.sweep.campaign --campaign=experiments/campaign.py --write")
+
+
+def test_every_entry_names_a_sweep_file_and_done_entries_have_their_manifest():
+    for entry in campaign.load_entries(CAMPAIGN):
+        config_file = entry["config"].split(":")[0]
+        if entry["state"] == "ready":
+            assert os.path.exists(os.path.join(REPO_ROOT, config_file)), entry["name"]
+        record = campaign.done_record(entry)
+        if record is not None:
+            assert record["wall_min"] >= 0 and record["date"].startswith("20"), entry["name"]
+
+
+def _entries_file(tmp_path, entries):
+    path = tmp_path / "c.py"
+    path.write_text(f"ENTRIES = {entries!r}\n")
+    return str(path)
+
+
+def _entry(name, state="ready", results="r"):
+    return dict(name=name, config="experiments/quickstart.py:smoke", results=results, parallel=2, est_gpu_min=1,
+                est_wall_min=1, state=state)
+
+
+def test_bad_entries_and_states_are_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"lacks \['results'"):
+        campaign.load_entries(_entries_file(tmp_path, [dict(name="a", config="x.py")]))
+    with pytest.raises(ValueError, match="duplicate name 'a'"):
+        campaign.load_entries(_entries_file(tmp_path, [_entry("a"), _entry("a")]))
+    with pytest.raises(ValueError, match="state must be 'ready' or 'needs ...'"):
+        campaign.load_entries(_entries_file(tmp_path, [_entry("a", state="blocked")]))
+
+
+def test_next_ready_tables_skip_done_and_unready_ones_and_continue_from_their_bundles(tmp_path):
+    (tmp_path / "done").mkdir()
+    (tmp_path / "done" / "manifest.json").write_text(json.dumps(
+        {"sweep": "x", "end_time": "2026-11-27T01:00:00+00:00", "wall_time_s": 120,
+         "source": {"commit": "abcdef0123", "hash": "h"}, "hardware": {"gpus": ["NVIDIA H200"]}}))
+    entries = [_entry("finished", results="done"), _entry("blocked", state="needs a fix: x"), _entry("a"), _entry("b")]
+    chosen = campaign.choose(entries, None, 1, root=str(tmp_path))
+    assert [e["name"] for e in chosen] == ["a"]
+    assert "done (2026-11-27, commit abcdef0, 1 x NVIDIA H200, 2.0 min wall" in campaign.status(entries[0], str(tmp_path))
+    with pytest.raises(ValueError, match="unknown table"):
+        campaign.choose(entries, ["nope"], None)
+    bundles = tmp_path / "bundles"
+    command = campaign.sweep_command(entries[2], str(tmp_path / "w"), str(bundles), 540, 15)
+    assert not any(c.startswith("--from_bundle") for c in command) and "--time_budget_s=540" in command
+    bundles.mkdir()
+    (bundles / "a.tar.gz.part000").write_bytes(b"")
+    command = campaign.sweep_command(entries[2], str(tmp_path / "w"), str(bundles), None, None)
+    assert f"--from_bundle={bundles / 'a.tar.gz'}" in command and f"--bundle={bundles / 'a.tar.gz'}" in command
