@@ -341,8 +341,11 @@ def level_reasons(claim: Claim, rows: list[dict], arms: list[ArmSummary]) -> lis
             values = list(arm_values(rows, t, claim.pair_key).values())
             if at_level(values, level.level, level.tolerance):
                 column = "" if level.arm is None and level.column is None else f" `{t.columns[0]}`"
-                reasons.append(f"{t.name}{column} at the {level.kind}: mean {_g(np.mean(values))} within "
-                               f"{level.tolerance:g} of {level.level:g}")
+                at = "at chance" if level.kind == "chance" else f"at the {level.kind}"
+                reason = (f"{t.name}{column} {at}: mean {_g(np.mean(values))} within {level.tolerance:g} of "
+                          f"{level.level:g}")
+                if reason not in reasons:
+                    reasons.append(reason)
     return reasons
 
 
@@ -354,7 +357,7 @@ def _g(x: float, digits: int = 4) -> str:
 
 
 def _sg(x: float) -> str:
-    return f"{x:+.4g}"
+    return f"{0.0 if abs(x) < 1e-12 else x:+.4g}"
 
 
 def _term_text(s: ArmSummary, metric: tuple[str, ...], first: bool) -> str:
@@ -426,7 +429,7 @@ def check_row(cells: list[str], claim: Claim) -> None:
         if plain not in rest:
             raise ValueError(f"claim {claim.id!r}: its note restates {number!r}, which its row does not show; "
                              f"say it without the number or make it part of the claim")
-    text = " ".join(cells).lower()
+    text = " ".join(cells[6:]).lower()  # the status and its note: a status word of their own is drift
     for word in FORBIDDEN:
         if re.search(rf"\b{re.escape(word)}\b", text):
             raise ValueError(f"claim {claim.id!r}: {word!r} in the row; a ledger's status is one of {STATUSES}")
