@@ -418,7 +418,7 @@ def _escape(cell: str) -> str:
     return cell.replace("|", "\\|").replace("\n", " ")
 
 
-NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+\.\d+(?:e[-+]?\d+)?%?|(?<![\w.])\d+(?:\.\d+)?\s?%")
+NUMBER = re.compile(r"(?<![\w.§])[-+−]?\d+\.\d+(?:e[-+]?\d+)?%?|(?<![\w.§])\d+(?:\.\d+)?\s?%")
 
 
 def check_row(cells: list[str], claim: Claim) -> None:
