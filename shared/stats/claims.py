@@ -78,6 +78,8 @@ class Arm:
     value: str | tuple[str, ...]
     label: str = ""
     abs: bool = False   # |value| per row (e.g. |Spearman| when a claim is about its size)
+    results: str | None = None   # another table than the claim's (then the arms share no warm start: Welch)
+    table: str | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -89,7 +91,7 @@ class Arm:
         return f"|{name}|" if self.abs else name
 
     def rows_key(self) -> tuple:
-        return tuple(sorted((k, str(v)) for k, v in self.where.items()))
+        return (self.results, self.table) + tuple(sorted((k, str(v)) for k, v in self.where.items()))
 
     def terms(self) -> tuple[tuple[float, "Arm"], ...]:
         return ((1.0, self),)
@@ -284,16 +286,20 @@ def arm_values(rows: list[dict], arm: Arm, pair_key: str) -> dict[str, float]:
 def evaluate(claim: Claim, tables: Tables, confidence: float = 0.95) -> Outcome:
     if claim.results is None:
         return Outcome(claim, "not run yet")
-    rows = tables.rows(claim.results, claim.table)
-    a = [ArmSummary(c, t, arm_values(rows, t, claim.pair_key)) for c, t in _terms(claim.a)]
+    def rows(arm: Arm) -> list[dict]:
+        return tables.rows(arm.results or claim.results, arm.table or claim.table)
+
+    a = [ArmSummary(c, t, arm_values(rows(t), t, claim.pair_key)) for c, t in _terms(claim.a)]
     if isinstance(claim.b, (int, float)):
         b: list[ArmSummary] | float = float(claim.b)
         signed = a
     else:
-        b = [ArmSummary(c, t, arm_values(rows, t, claim.pair_key)) for c, t in _terms(claim.b)]
+        b = [ArmSummary(c, t, arm_values(rows(t), t, claim.pair_key)) for c, t in _terms(claim.b)]
         signed = a + [ArmSummary(-s.coef, s.arm, s.values) for s in b]
     constant = b if isinstance(b, float) else 0.0
     where = f"claim {claim.id!r}"
+    if claim.paired and any(s.arm.results not in (None, claim.results) for s in signed):
+        raise ValueError(f"{where}: arms from other tables share no warm start with the claim's; paired=False")
     if claim.paired:
         keys = sorted(set.intersection(*(set(s.values) for s in signed)))
         if len(keys) < 2:
@@ -321,10 +327,14 @@ def evaluate(claim: Claim, tables: Tables, confidence: float = 0.95) -> Outcome:
             diff = dataclasses.replace(diff, method="one-sample t")
     reasons = level_reasons(claim, rows, a + (b if isinstance(b, list) else []))
     status = verdict(diff, claim.direction, margin=claim.margin, inconclusive_if="; ".join(reasons))
-    return Outcome(claim, status, diff, a, b, reasons, tables.source(claim.results))
+    folders = list(dict.fromkeys([claim.results] + [s.arm.results for s in signed if s.arm.results]))
+    source = tables.source(claim.results) if len(folders) == 1 else \
+        {"tables": [{"results": f, **tables.source(f)} for f in folders]}
+    return Outcome(claim, status, diff, a, b, reasons, source)
 
 
-def level_reasons(claim: Claim, rows: list[dict], arms: list[ArmSummary]) -> list[str]:
+def level_reasons(claim: Claim, rows, arms: list[ArmSummary]) -> list[str]:
+    """rows(arm): the finished rows of that arm's table."""
     reasons = []
     for level in claim.levels:
         if level.arm is not None:
@@ -334,11 +344,12 @@ def level_reasons(claim: Claim, rows: list[dict], arms: list[ArmSummary]) -> lis
             for s in arms:
                 if s.arm.rows_key() not in seen:
                     seen.add(s.arm.rows_key())
-                    targets.append(Arm(s.arm.where, level.column, s.arm.label))
+                    targets.append(Arm(s.arm.where, level.column, s.arm.label, results=s.arm.results,
+                                       table=s.arm.table))
         else:
             targets = list({id(s.arm): s.arm for s in arms}.values())
         for t in targets:
-            values = list(arm_values(rows, t, claim.pair_key).values())
+            values = list(arm_values(rows(t), t, claim.pair_key).values())
             if at_level(values, level.level, level.tolerance):
                 column = "" if level.arm is None and level.column is None else f" `{t.columns[0]}`"
                 at = "at chance" if level.kind == "chance" else f"at the {level.kind}"
@@ -360,16 +371,17 @@ def _sg(x: float) -> str:
     return f"{0.0 if abs(x) < 1e-12 else x:+.4g}"
 
 
-def _term_text(s: ArmSummary, metric: tuple[str, ...], first: bool) -> str:
+def _term_text(s: ArmSummary, metric: tuple[str, ...], first: bool, readme_dir: str) -> str:
     coef = abs(s.coef)
     sign = ("−" if s.coef < 0 else "") if first else ("− " if s.coef < 0 else "+ ")
     scale = "" if coef == 1 else f"{coef:g} × "
     column = "" if s.arm.columns == metric else f" `{'`/`'.join(s.arm.columns)}`"
-    return (f"{sign}{scale}{s.arm.name}{column} {_g(s.mean)} ± {_g(s.std, 2)} (n={len(s.values)})")
+    folder = f" (`{os.path.relpath(s.arm.results, readme_dir)}`)" if s.arm.results else ""
+    return (f"{sign}{scale}{s.arm.name}{column}{folder} {_g(s.mean)} ± {_g(s.std, 2)} (n={len(s.values)})")
 
 
-def _side_text(side: list[ArmSummary], metric: tuple[str, ...]) -> str:
-    text = " ".join(_term_text(s, metric, i == 0) for i, s in enumerate(side))
+def _side_text(side: list[ArmSummary], metric: tuple[str, ...], readme_dir: str) -> str:
+    text = " ".join(_term_text(s, metric, i == 0, readme_dir) for i, s in enumerate(side))
     return f"({text})" if len(side) > 1 else text
 
 
@@ -398,9 +410,10 @@ def row_cells(o: Outcome, readme_dir: str) -> list[str]:
     metric = _terms(c.a)[0][1].columns if c.a is not None else ()
     if c.results is not None:
         folder = os.path.relpath(c.results, readme_dir)
-        table = "" if c.table == "results.csv" else f"/{c.table}"
-        b_text = f"{o.b:g}" if isinstance(o.b, float) else _side_text(o.b, metric)
-        data = (f"`{folder}{table}`, `{'`/`'.join(metric)}`: {_side_text(o.a, metric)} − {b_text}")
+        table = c.table if folder == "." else "" if c.table == "results.csv" else f"/{c.table}"
+        folder = "" if folder == "." else folder
+        b_text = f"{o.b:g}" if isinstance(o.b, float) else _side_text(o.b, metric, readme_dir)
+        data = f"`{folder}{table}`, `{'`/`'.join(metric)}`: {_side_text(o.a, metric, readme_dir)} − {b_text}"
         d = o.diff
         df = f", df {d.df:.3g}" if d.method == "welch t" and d.df is not None else ""
         diff = f"{_sg(d.mean)} [{_sg(d.low)}, {_sg(d.high)}] ({d.method}{df}, n={d.n})"
@@ -464,9 +477,12 @@ def _round(x):
 
 
 def _arm_json(s: ArmSummary) -> dict:
-    return {"coef": s.coef, "label": s.arm.name, "where": {k: str(v) for k, v in s.arm.where.items()},
-            "value": list(s.arm.columns), "abs": s.arm.abs, "n": len(s.values), "mean": s.mean, "std": s.std,
-            "values": dict(sorted(s.values.items()))}
+    out = {"coef": s.coef, "label": s.arm.name, "where": {k: str(v) for k, v in s.arm.where.items()},
+           "value": list(s.arm.columns), "abs": s.arm.abs, "n": len(s.values), "mean": s.mean, "std": s.std,
+           "values": dict(sorted(s.values.items()))}
+    if s.arm.results:
+        out["results"], out["table"] = s.arm.results, s.arm.table
+    return out
 
 
 def outcome_json(o: Outcome) -> dict:
