@@ -286,6 +286,12 @@ def arm_values(rows: list[dict], arm: Arm, pair_key: str) -> dict[str, float]:
 def evaluate(claim: Claim, tables: Tables, confidence: float = 0.95) -> Outcome:
     if claim.results is None:
         return Outcome(claim, "not run yet")
+    others = [t for term in (claim.a, claim.b) if isinstance(term, (Arm, Combo)) for _, t in term.terms()
+              if t.results not in (None, claim.results)]
+    if claim.paired and others:
+        raise ValueError(f"claim {claim.id!r}: arm {others[0].name} reads another table, whose warm starts are "
+                         f"not this table's; say paired=False (Welch)")
+
     def rows(arm: Arm) -> list[dict]:
         return tables.rows(arm.results or claim.results, arm.table or claim.table)
 
@@ -298,8 +304,6 @@ def evaluate(claim: Claim, tables: Tables, confidence: float = 0.95) -> Outcome:
         signed = a + [ArmSummary(-s.coef, s.arm, s.values) for s in b]
     constant = b if isinstance(b, float) else 0.0
     where = f"claim {claim.id!r}"
-    if claim.paired and any(s.arm.results not in (None, claim.results) for s in signed):
-        raise ValueError(f"{where}: arms from other tables share no warm start with the claim's; paired=False")
     if claim.paired:
         keys = sorted(set.intersection(*(set(s.values) for s in signed)))
         if len(keys) < 2:
