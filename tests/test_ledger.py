@@ -13,7 +13,7 @@ from scipy import stats as sps
 
 from conftest import REPO_ROOT
 from shared.stats import STATUSES, Difference, contrast, difference, verdict
-from shared.stats.claims import (Arm, Claim, Level, Ledger, Tables, check_row, evaluate, generate, row_cells,
+from shared.stats.claims import (Arm, Claim, Level, Tables, check_row, evaluate, generate, row_cells,
                                  start_marker, stale, END_MARKER)
 
 A = [0.61, 0.58, 0.66, 0.63, 0.60]
@@ -150,7 +150,8 @@ def test_generate_writes_between_the_markers(tmp_path, table, monkeypatch):
     _, folder = table
     root = str(tmp_path)
     command = "python -m shared.stats.ledger --claims toy_claims"
-    (tmp_path / "README.md").write_text(f"# Toy\n\nintro\n\n{start_marker(command)}\nold table\n{END_MARKER}\n\nafter\n")
+    readme = f"# Toy\n\nintro\n\n{start_marker(command)}\nold table\n{END_MARKER}\n\nafter\n"
+    (tmp_path / "README.md").write_text(readme)
     (tmp_path / "toy_claims.py").write_text(
         "from shared.stats.claims import Arm, Claim, Ledger\n"
         "A, B = Arm({'arm': 'a'}, 'acc', 'a'), Arm({'arm': 'b'}, 'acc', 'b')\n"

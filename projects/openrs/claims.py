@@ -51,8 +51,8 @@ for rubric in ("oracle", "teacher"):
             levels=(Level(1.0, 0.03, "ceiling", arm=e1("holistic", metric)),), paper="mechanism",
             note=TEACHER if rubric == "teacher" else ""))
 
-E3 = ("GPU table not run: `python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py --workdir=runs/openrs/e3 "
-      "--parallel=8`")
+E3 = ("GPU table not run: `python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py "
+      "--workdir=runs/openrs/e3 --parallel=8`")
 CLAIMS += [
     Claim("E3 (quality)", "Under BRPO the rubric reward gives higher oracle quality Q than the holistic judge",
           paper="mechanism", not_run=E3),

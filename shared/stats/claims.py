@@ -5,7 +5,8 @@ parts, e.g. ID and OOD, is two claims):
 
     from shared.stats.claims import Arm, Claim, Level
 
-    SIAMESE, PRE = Arm({"model.block": "siamesenorm/siamese"}, "eval/loss"), Arm({"model.block": "prenorm"}, "eval/loss")
+    SIAMESE = Arm({"model.block": "siamesenorm/siamese"}, "eval/loss")
+    PRE = Arm({"model.block": "prenorm"}, "eval/loss")
     CLAIMS = [
         Claim("R1", "Siamese < Pre-Norm val loss by > 0.01 nat", results="projects/siamesenorm/results/depth_lr0.003",
               a=SIAMESE, b=PRE, direction="less", margin=-0.01, paired=False),       # a - b < -0.01, Welch
@@ -53,7 +54,7 @@ import json
 import math
 import os
 import re
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Mapping, Union
 
 import numpy as np
 
@@ -270,7 +271,7 @@ def arm_values(rows: list[dict], arm: Arm, pair_key: str) -> dict[str, float]:
         value = next((row[c] for c in arm.columns if row.get(c, "") != ""), None)
         if value is None:
             continue
-        key = row.get(pair_key, "")
+        key = row[pair_key] if pair_key in row else row.get("name", "")  # no pair key: each row its own unit
         if key in out:
             raise ValueError(f"arm {arm.name}: two rows with {pair_key}={key!r}; narrow `where`")
         v = float(value)
