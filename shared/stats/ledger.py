@@ -1,5 +1,16 @@
-"""A ledger table from a sweep's results.csv: every arm against a baseline arm, paired by seed, with the CI of the
-difference and the verdict rule of shared.stats. What a project's README quotes is this file's output.
+"""Ledgers by rule. Two modes:
+
+A project's README ledger from its claims (shared/stats/claims.py: the claims as data in projects/<p>/claims.py,
+every interval computed from the committed results, the status by the rule; the README's table between its
+markers and projects/<p>/results/ledger.json rewritten):
+
+    python -m shared.stats.ledger --project <p> [--check]
+    python -m shared.stats.ledger --claims experiments.rl.claims [--check]
+
+--check writes nothing and exits 1 when a README or ledger.json differs from what the claims give.
+
+A table of one sweep's results.csv: every arm against a baseline arm, paired by seed, with the CI of the
+difference and the verdict rule of shared.stats:
 
     python -m shared.stats.ledger RESULTS_CSV --value eval/test_accuracy,eval/greedy_accuracy \\
         --baseline continued_sft --direction greater [--before eval/test_accuracy_before] \\
@@ -111,12 +122,35 @@ def ledger(rows: list[dict], value: list[str], baseline: str, direction: str, *,
     return "\n".join(lines) + "\n"
 
 
+def project_main(project: str | None, module: str | None, check: bool) -> int:
+    from shared.stats import claims
+
+    try:
+        files = claims.generate(project, module)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"ledger: {e}", file=sys.stderr)
+        return 2
+    command = claims.command_for(project, module)
+    changed = claims.stale(files)
+    if check:
+        for path in changed:
+            print(f"ledger: {path} is stale; run `{command}`", file=sys.stderr)
+        return 1 if changed else 0
+    claims.write(files)
+    for path in files:
+        print(f"{'wrote' if path in changed else 'unchanged'} {path}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results_csv")
-    parser.add_argument("--value", required=True, help="comma-separated columns; a row's first non-empty one")
-    parser.add_argument("--baseline", required=True)
-    parser.add_argument("--direction", choices=("greater", "less"), required=True)
+    parser.add_argument("results_csv", nargs="?")
+    parser.add_argument("--project", default=None, help="the ledger of projects/<p>/claims.py")
+    parser.add_argument("--claims", default=None, help="the ledgers of a claims module, e.g. experiments.rl.claims")
+    parser.add_argument("--check", action="store_true", help="with --project/--claims: exit 1 if stale")
+    parser.add_argument("--value", help="comma-separated columns; a row's first non-empty one")
+    parser.add_argument("--baseline")
+    parser.add_argument("--direction", choices=("greater", "less"))
     parser.add_argument("--arm_key", default="arm")
     parser.add_argument("--pair_key", default="seed")
     parser.add_argument("--before", default=None)
@@ -127,6 +161,13 @@ def main(argv=None) -> int:
                         help="Welch t (arms do not share a warm start per seed) instead of paired t by --pair_key")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    if args.project or args.claims:
+        if args.results_csv:
+            parser.error("--project/--claims take no results_csv")
+        return project_main(args.project, args.claims, args.check)
+    missing = [n for n in ("results_csv", "value", "baseline", "direction") if not getattr(args, n)]
+    if missing:
+        parser.error(f"a results table needs {', '.join(missing)} (or give --project P)")
     try:
         text = ledger(read_rows(args.results_csv), args.value.split(","), args.baseline, args.direction,
                       arm_key=args.arm_key, pair_key=args.pair_key, before=args.before, chance=args.chance,

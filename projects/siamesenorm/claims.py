@@ -1,0 +1,77 @@
+"""The claims of the SiameseNorm ledger (spec §5.5), as data for `python -m shared.stats.ledger --project siamesenorm`,
+which writes the README's ledger table and results/ledger.json.
+
+Every point trains from scratch (no shared warm start), so every interval is Welch's. The metric is eval/loss
+(nats/byte at step 800; lower is better). Tables with one seed per configuration (lr_stability, ablation, the L4 and
+L32 shapes of depth) give no interval: their claims are "not run yet" until seeded tables exist. † marks paper
+numbers known only from third-party notes (spec S9).
+"""
+from shared.stats.claims import Arm, Claim
+
+R = "projects/siamesenorm/results"
+LOSS = "eval/loss"
+
+
+def block(name: str, label: str, layers: int = 8) -> Arm:
+    return Arm({"model.block": name, "model.n_layers": layers}, LOSS, label)
+
+
+SIAMESE, PRE = block("siamesenorm/siamese", "siamese L8"), block("prenorm", "prenorm L8")
+SEEDED = "one seed per block at this LR (results/lr_stability); an interval needs seeds per LR"
+
+CLAIMS = [
+    Claim("R1 (3e-3)", "At LR 3e-3, Siamese ends below Pre-Norm in val loss by more than 0.01 nat (§5.5 R1)",
+          results=f"{R}/depth_lr0.003", a=SIAMESE, b=PRE, direction="less", margin=-0.01, paired=False,
+          paper="1.3B PPL 10.57 vs 11.21 at 4e-4 †",
+          note="the criterion's 2σ_seed term is not applied: σ_seed comes from these same seeds"),
+    Claim("R1 (6e-3)", "At LR 6e-3, Siamese ends below Pre-Norm in val loss by more than 0.01 nat (§5.5 R1)",
+          results=f"{R}/depth", a=SIAMESE, b=PRE, direction="less", margin=-0.01, paired=False,
+          paper="1.3B PPL 10.43 vs 10.84 at 1e-3 †",
+          note="the criterion's 2σ_seed term is not applied: σ_seed comes from these same seeds"),
+    Claim("R1 (1.2e-2)", "At LR 1.2e-2, Siamese ends below Pre-Norm by more than 0.01 nat",
+          paper="1.3B PPL 10.48 vs 10.89 at 2e-3 †",
+          not_run=f"{SEEDED}: `experiments/siamesenorm/lr_stability.py` with seeds"),
+    Claim("R1 (2.4e-2)", "At LR 2.4e-2, Siamese ends below Pre-Norm by more than 0.01 nat",
+          paper="1.3B PPL 10.48 vs 10.89 at 2e-3 †",
+          not_run=f"{SEEDED}: `experiments/siamesenorm/lr_stability.py` with seeds"),
+    Claim("R1 (best LR)", "Siamese's best-over-LR val loss beats Pre-Norm's best-over-LR",
+          paper="10.43 vs 10.84 †",
+          not_run="Pre-Norm's optimum is not bracketed (3e-3 is the lowest LR tried and Pre-Norm improved toward "
+                  "it); needs an LR grid below 3e-3 with seeds per LR"),
+    Claim("Seeds (3e-3)", "At L8 and LR 3e-3, Siamese ends below Pre-Norm (no margin)", results=f"{R}/depth_lr0.003",
+          a=SIAMESE, b=PRE, direction="less", paired=False, paper="—",
+          note="Pre-Norm's best LR tried, the lowest of the grid"),
+    Claim("Seeds (6e-3)", "At L8 and LR 6e-3, Siamese ends below Pre-Norm (no margin)", results=f"{R}/depth",
+          a=SIAMESE, b=PRE, direction="less", paired=False, paper="—",
+          note="Siamese's best LR in lr_stability, Pre-Norm's second best"),
+    Claim("R2 (Post-Norm)", "At the highest LR, Post-Norm diverges or ends ≥ 0.1 nat worse than at its best LR",
+          paper="Post-Norm diverges at 1e-3 and 2e-3 †",
+          not_run="one seed per LR (results/lr_stability), unigram-level collapse not recorded as divergence and "
+                  "no spike count; needs seeds per LR and the spec's §5.4 divergence flag"),
+    Claim("R2 (HybridNorm)", "At the highest LR, HybridNorm (no depth scaling) diverges or ends ≥ 0.1 nat worse "
+          "than at its best LR", paper="HybridNorm diverges at 1e-3 and 2e-3 †",
+          not_run="one seed per LR (results/lr_stability), collapse not recorded as divergence; needs seeds per "
+                  "LR and the spec's §5.4 divergence flag"),
+    Claim("R2 (Siamese)", "At the highest LR, Siamese neither diverges nor spikes, grad norm within ~3× of "
+          "Pre-Norm's", paper="Siamese 10.48 at 2e-3 †",
+          not_run="one seed per LR (results/lr_stability) and no spike count; needs seeds per LR and spike "
+                  "counting"),
+    Claim("R3", "The (Pre − Siamese) loss gap grows with depth at fixed params", paper="gap 1.32 / 2.04 PPL at "
+          "L = 10 / 80 †",
+          not_run="one seed at L4 and L32 (results/depth); needs seeds per shape: `experiments/siamesenorm/depth.py` "
+                  "with seeds at every shape, at Pre-Norm's best LR"),
+    Claim("Ablation (input norm)", "Dropping input norm raises Siamese-hybrid's loss", paper="10.43 → 10.51 †",
+          not_run="one seed per variant (results/ablation); needs seeds: `experiments/siamesenorm/ablation.py`"),
+    Claim("Ablation (depth scaling)", "Dropping depth scaling raises Siamese-hybrid's loss",
+          paper="10.43 → 10.68 †",
+          not_run="one seed per variant (results/ablation); needs seeds: `experiments/siamesenorm/ablation.py`"),
+    Claim("Ablation (HybridNorm)", "HybridNorm without depth scaling is unstable; with depth scaling it trains",
+          paper="diverges; 10.65 with depth scaling †",
+          not_run="one seed per variant (results/ablation) and collapse not recorded as divergence"),
+    Claim("1.3B LM", "Table 1 at paper scale (`experiments/siamesenorm/lm_1p3b.py`)", paper="Table 1 †",
+          not_run="needs FineWeb-Edu and about 10k GPU-hours"),
+    Claim("390M depth", "The depth study at paper scale (`experiments/siamesenorm/lm_400m.py:L10` … `:L80`)",
+          paper="§4.2 †", not_run="not run at paper scale"),
+    Claim("Vision", "DeiT / DiT gains", paper="DeiT-S 79.8 → 81.3; DiT-L/4 FID 45.21 → 41.34",
+          not_run="not implemented"),
+]
