@@ -130,7 +130,7 @@ def judge_config(principled: bool = False, smoke: bool = False):
     c = _common(smoke, JUDGE_SEQ)
     c.task = "writing_zero/judge"
     c.data.source = "rl/writing_zero/judge"
-    c.data.task_options = ml_collections.ConfigDict(dict(principled=bool(principled), swap="both", beta=0.35))
+    c.data.task_options = ml_collections.ConfigDict(dict(principled=bool(principled), swap="both", beta=0.35, subset=""))
     c.data.greedy_eval_examples = 512
     c.data.greedy_eval_tokens = 12
     c.data.greedy_eval_splits = ["test"]
@@ -146,7 +146,7 @@ def judge_rl_config(principled: bool = True, smoke: bool = False):
     c.task = "writing_zero/judge_rl"
     c.train.loss = "lm_xent"
     c.rl.task = "rl/writing_zero/judge"
-    c.rl.task_options = ml_collections.ConfigDict(dict(principled=bool(principled), swap="random", beta=0.35))
+    c.rl.task_options = ml_collections.ConfigDict(dict(principled=bool(principled), swap="random", beta=0.35, subset=""))
     c.rl.n_train, c.rl.n_eval = 30000, 256
     c.rl.warmup_sft_steps = 0
     c.rl.advantage = "grpo"

@@ -40,6 +40,7 @@ FORMAT_TASK = "writing_zero/format_only"
 JUDGE_TEMPLATE = "{prompt} [A] {a} [B] {b} Judge:"
 PRINCIPLE_COLUMNS = ("coverage_pref", "length_fit_pref", "redundancy_pref")   # PRINCIPLES' annotations, in order
 SWAPS = ("both", "random")
+SUBSETS = ("", "note_differs")   # "note_differs": only pairs where exactly one response has the NOTE suffix
 FORMAT_ONLY = {"min_words": 4, "max_words": 28, "p_required": 0.25, "p_function": 0.15, "p_note": 0.3,
                "max_suffix": 3}
 _PARSE = make_parser("auto")
@@ -106,12 +107,19 @@ def check_judge(example: dict, completion: str) -> bool:
 
 @register_task(JUDGE_TASK, check_judge)
 def judge_examples(split: str, n: int, seed: int = 0, *, principled: bool = False, swap: str = "both",
-                   beta: float = 0.35) -> list[dict]:
-    """Judge examples of n preference pairs of `split` (writing_zero/prefs with `beta`): 2n with swap "both"."""
+                   beta: float = 0.35, subset: str = "") -> list[dict]:
+    """Judge examples of n preference pairs of `split` (writing_zero/prefs with `beta`): 2n with swap "both".
+    subset "note_differs": the first n pairs whose responses differ in the NOTE suffix (a diagnostic / test set)."""
     check_split(JUDGE_TASK, split)
     if swap not in SWAPS:
         raise ValueError(f"rl/{JUDGE_TASK}: swap={swap!r}, expected one of {SWAPS}")
-    pairs = cw.preference_pairs(split, int(n), seed, beta=float(beta))
+    if subset not in SUBSETS:
+        raise ValueError(f"rl/{JUDGE_TASK}: subset={subset!r}, expected one of {SUBSETS}")
+    if subset:
+        pool = cw.preference_pairs(split, 4 * int(n) + 16, seed, beta=float(beta))
+        pairs = [p for p in pool if p["note_chosen"] != p["note_rejected"]][:int(n)]
+    else:
+        pairs = cw.preference_pairs(split, int(n), seed, beta=float(beta))
     rng = random.Random(f"{JUDGE_TASK}/{split}/{seed}/order")
     out = []
     for pair in pairs:
