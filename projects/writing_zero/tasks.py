@@ -60,9 +60,10 @@ EVAL_SPLITS = ("test", "ood")
 # ---------------------------------------------------------------- judge / RM evaluation
 
 
-def judge_metrics(judge, pairs: list[dict], seed: int = 0) -> dict:
+def judge_metrics(judge, pairs: list[dict], seed: int = 0, principled: bool | None = None) -> dict:
     """The metrics of the module docstring (no prefix) of a GenerativeJudge on preference pairs (writing_zero/prefs),
-    each asked in both orders in one compare call."""
+    each asked in both orders in one compare call. principled: score the principle symbols of the replies (None:
+    when any verdict has a critique)."""
     from shared.judges import as_generative
 
     judge = as_generative(judge)
@@ -105,7 +106,7 @@ def judge_metrics(judge, pairs: list[dict], seed: int = 0) -> dict:
            "label_longer_pref": float(np.mean(long_side[len_pairs] > 0)) if len_pairs.any() else float("nan"),
            "truth_longer_pref": float(np.mean(truth[len_pairs] == long_side[len_pairs])) if len_pairs.any()
            else float("nan")}
-    if any(v.critique for v in verdicts):
+    if principled or (principled is None and any(v.critique for v in verdicts)):
         right = []
         for order, verdict_list in enumerate((verdicts[:m], verdicts[m:])):
             for pair, v in zip(pairs, verdict_list):
@@ -118,15 +119,20 @@ def judge_metrics(judge, pairs: list[dict], seed: int = 0) -> dict:
 
 def _eval_pairs(config, split: str) -> list[dict]:
     """Held-out pairs of `split` (a stream of their own: the RM / judge test examples are other draws)."""
-    options = config.rl.task_options if config.task == "writing_zero/judge_rl" else config.data.task_options
-    beta = float(dict(options or {}).get("beta", 0.35))
+    beta = float(_options(config).get("beta", 0.35))
     return cw.preference_pairs(split, int(config.writing_zero.eval_pairs), int(config.seed) + 7919, beta=beta)
+
+
+def _options(config) -> dict:
+    options = config.rl.task_options if config.task == "writing_zero/judge_rl" else config.data.task_options
+    return dict(options or {})
 
 
 def evaluate_judge(judge, config) -> dict:
     out = {}
+    principled = bool(_options(config).get("principled", False))
     for split in EVAL_SPLITS:
-        metrics = judge_metrics(judge, _eval_pairs(config, split), seed=int(config.seed))
+        metrics = judge_metrics(judge, _eval_pairs(config, split), seed=int(config.seed), principled=principled)
         out.update({f"judge_eval/{split}/{k}": v for k, v in metrics.items()})
     print("[writing_zero] " + ", ".join(f"{k} {v:.3f}" for k, v in out.items()), flush=True)
     return out
