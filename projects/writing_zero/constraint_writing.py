@@ -156,16 +156,30 @@ def check(example: dict, completion: str) -> bool:
     return quality(example["required"].split(), example["band"], completion) >= 1.0 - 1e-9
 
 
+REFERENCES = ("", "format_only")
+
+
 @register_task(TASK, check)
-def constraint_writing(split: str, n: int, seed: int = 0) -> list[dict]:
-    """n examples of `split` (disjoint seeded streams per split and seed), each with a gold completion."""
+def constraint_writing(split: str, n: int, seed: int = 0, reference: str = "") -> list[dict]:
+    """n examples of `split` (disjoint seeded streams per split and seed), each with a gold completion.
+    reference "format_only": each example also gets a `reference` column, a response drawn from the "-Zero" warm
+    start's format-only distribution (judge_data.random_response, its own seeded stream): the fixed reference of
+    the spec's R5 / R8, a sample of the distribution the initial policy was trained to imitate."""
     check_split(TASK, split)
+    if reference not in REFERENCES:
+        raise ValueError(f"rl/{TASK}: reference={reference!r}, expected one of {REFERENCES}")
     rng = random.Random(f"{TASK}/{split}/{seed}")
     examples = []
     for _ in range(int(n)):
         required, band = _prompt_parts(rng, split)
         examples.append({"prompt": render_prompt(required, band), "completion": gold_response(rng, required, band),
                          "answer": " ".join(required), "required": " ".join(required), "band": band, "task": TASK})
+    if reference:
+        from projects.writing_zero.judge_data import random_response
+
+        ref_rng = random.Random(f"{TASK}/{split}/{seed}/reference")
+        for ex in examples:
+            ex["reference"] = random_response(ref_rng, ex["required"].split(), ex["band"])
     return examples
 
 
