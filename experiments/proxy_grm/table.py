@@ -26,6 +26,9 @@ G 8, T 1.0, KL k3 0.01, clip 0.2, lr 3e-5, 300 steps; evaluation on 512 ID and 5
     # the hard table's RL arms B, C at the top of §4.3's lr range (1e-4): at 3e-5 neither arm moved the rubric
     # (7.1 min wall on 1 H200 for :hard with --parallel=9):
     python -m shared.sweep --config=experiments/proxy_grm/table.py:hard_lr --workdir=runs/proxy_grm/hard_lr --parallel=9
+    # the hard table at lr 1e-4 with proxies that must read the rubric (counterfactual rubric rows, README "A proxy
+    # that reads the rubric"); arms A, B, C x 3 seeds, 9 stages + 9 points, ~7-8 min on one H200:
+    python -m shared.sweep --config=experiments/proxy_grm/table.py:hard_cf --workdir=runs/proxy_grm/hard_cf --parallel=9
     # the whole of §4.4 (12 stages + 21 points):
     python -m shared.sweep --config=experiments/proxy_grm/table.py --workdir=runs/proxy_grm/table --parallel=16
 
@@ -41,7 +44,7 @@ from projects.proxy_grm.config import ARMS, grm_rl_config, grm_sft_config, proxy
 
 SEEDS = (0, 1, 2)
 # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
-SWEEP_VARIANTS = ("small", "lr", "coldstart", "hard", "hard_smoke", "hard_lr")
+SWEEP_VARIANTS = ("small", "lr", "coldstart", "hard", "hard_smoke", "hard_lr", "hard_cf")
 LRS = (1e-5, 3e-5, 1e-4)          # spec §4.3's GRPO learning-rate sweep (variant "lr": arms B, C, seed 0)
 SMALL_ARMS = ("A", "B", "C")
 FULL_ARMS = ("A", "B", "C", "D", "E3", "E7", "F")
@@ -96,6 +99,8 @@ def get_sweep(arg=None):
         return _hard_sweep(smoke=arg == "hard_smoke")
     if arg == "hard_lr":
         return _hard_lr_sweep()
+    if arg == "hard_cf":
+        return _hard_cf_sweep()
     if arg not in (None, "small", "smoke"):
         raise ValueError(f"experiments/proxy_grm/table.py: unknown sweep variant {arg!r} "
                          f"(known: small, lr, coldstart, hard, hard_smoke, smoke)")
@@ -201,3 +206,18 @@ def _hard_lr_sweep():
             points.append(dict(point, name=f"{point['arm']}_{HARD_WORLD}_lr{HARD_LR:g}_s{point['overrides']['seed']}",
                                overrides={**point["overrides"], "optim.lr": HARD_LR}))
     return dict(table, name="proxy_grm_hard_lr", points=points)
+
+
+COUNTERFACTUAL = 0.5   # variant "hard_cf": fraction of Proxy-SFT pairs that also appear with another type's rubric
+
+
+def _hard_cf_sweep():
+    """The hard table (arms A, B, C x 3 seeds) at lr HARD_LR with rubric-reading proxies: both proxies (the training
+    proxy and the unseen evaluator (a)) get proxy_grm.proxy.counterfactual = COUNTERFACTUAL, since in the hard world a
+    proxy trained on gold rubrics alone judges from the responses and ignores the rubric (results/hard)."""
+    table = _hard_sweep()
+    stages = [dict(s, overrides={**s["overrides"], "proxy_grm.proxy.counterfactual": COUNTERFACTUAL})
+              if s["name"].startswith("proxy_") else s for s in table["stages"]]
+    points = [dict(p, overrides={**p["overrides"], **({"optim.lr": HARD_LR} if p["arm"] != "A" else {})})
+              for p in table["points"]]
+    return dict(table, name="proxy_grm_hard_cf", stages=stages, points=points)

@@ -47,7 +47,7 @@ def proxy_grm_group() -> ml_collections.ConfigDict:
     g.proxy_run = ""
     g.eval_proxy_run = ""
     g.proxy = ml_collections.ConfigDict(dict(mode="sft", n_train=1500, n_eval=512, stream="proxy_sft",
-                                             with_prompt=False))
+                                             with_prompt=False, counterfactual=0.0))
     g.eval = ml_collections.ConfigDict(dict(n=512, max_new_tokens=32))
     return g
 

@@ -106,6 +106,30 @@ def training_rows(examples: list[dict], with_prompt: bool) -> tuple[list[list[st
     return rows, np.asarray([int(e["answer"]) - 1 for e in examples], np.int32)
 
 
+def counterfactual_rows(examples: list[dict], world, fraction: float, seed: int,
+                        with_prompt: bool) -> tuple[list[list[str]], np.ndarray]:
+    """Extra training rows that only a reader of the rubric gets right: for `fraction` of the pairs, another task
+    type's true rubric with the verdict that rubric gives (rw.rule_evaluate), taken from the types whose verdict
+    differs from the pair's gold one (pairs with no such type add nothing). Our addition for the hard world (README
+    "A proxy that reads the rubric"): there the responses alone predict the verdict (a proxy trained on gold rubrics
+    kept 0.82 of its 0.83 accuracy with another type's rubric), so r_proxy said nothing about the rubric."""
+    rng = random.Random(f"proxy_grm/counterfactual:{seed}")
+    rows, labels = [], []
+    for e in examples:
+        if rng.random() >= fraction:
+            continue
+        gold = int(e["answer"])
+        others = [t for t in range(len(world.relevant)) if t != e["task_type"]
+                  and rw.rule_evaluate(rw.true_criteria(world, t), e["y1"], e["y2"]) not in (0, gold)]
+        if not others:
+            continue
+        t = rng.choice(others)
+        rows.append(proxy_words(e["y1"], e["y2"], rubric_text(rw.true_criteria(world, t)),
+                                _keywords(e) if with_prompt else None))
+        labels.append(3 - gold - 1)  # the other answer, as a class index
+    return rows, np.asarray(labels, np.int32)
+
+
 def _keywords(example: dict) -> list[str]:
     return example["prompt"].split()[1:4]
 
@@ -237,6 +261,13 @@ def proxy_task(config, workdir: str) -> dict:
     train = rw.rubricworld("train", int(p.n_train), int(config.seed), subset="correct", stream=str(p.stream), **kw)
     held = rw.rubricworld("test", int(p.n_eval), int(config.seed), stream="proxy_heldout", **kw)
     rows, labels = training_rows(train, bool(p.with_prompt))
+    fraction = float(p.get("counterfactual", 0.0))
+    if fraction > 0:
+        extra_rows, extra_labels = counterfactual_rows(train, rw.make_world(world_seed, type_inference), fraction,
+                                                       int(config.seed), bool(p.with_prompt))
+        rows, labels = rows + extra_rows, np.concatenate([labels, extra_labels])
+        print(f"[proxy_grm/proxy] {len(extra_rows)} counterfactual rows (another type's rubric, its verdict) added "
+              f"to {len(train)}", flush=True)
     arrays = {**encode_rows(rows, seq_len), "label": labels}
     held_rows, held_labels = training_rows(held, bool(p.with_prompt))
     held_arrays = {**encode_rows(held_rows, seq_len), "label": held_labels}
