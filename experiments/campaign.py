@@ -35,6 +35,9 @@ ENTRIES = [
     dict(name="openrs_e2", config="experiments/openrs/e2_rubricworld.py", results="projects/openrs/results/e2_rubricworld",
          parallel=1, est_gpu_min=0, est_wall_min=1.5, measured=True, state="ready", note="CPU only"),
     # -- to run, cheapest decisive first --------------------------------------------------------------------------
+    dict(name="proxy_grm_hard_cf", config="experiments/proxy_grm/table.py:hard_cf",
+         results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=8, est_wall_min=8, state="ready",
+         note="claims 1-2 with proxies that must read the rubric (timing from :hard, 1 H200)"),
     dict(name="march_mini_copy", config="experiments/march/table.py:mini_copy",
          results="projects/march/results/mini_copy", parallel=5, est_gpu_min=14, est_wall_min=14, measured=True,
          state="needs a warm start off the floor: hallucination rate 1.000 with copied values only (1 H200, "

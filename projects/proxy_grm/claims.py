@@ -54,7 +54,13 @@ def claims_for(label: str, folder: str, suffix: str) -> list[Claim]:
 
 
 CLAIMS = [c for setting in SETTINGS for c in claims_for(*setting)]
+HARD_CF = ("`python -m shared.sweep --config=experiments/proxy_grm/table.py:hard_cf --workdir=runs/proxy_grm/hard_cf "
+           "--parallel=9` (the hard table with proxies that read the rubric; ~8 min on one H200)")
 CLAIMS += [
+    Claim("1 (F1) (hard, rubric-reading proxy)", "C beats B by ≥ 0.10 in ID greedy rubric F1",
+          paper="more informative rubrics (abstract)", not_run=f"the next GPU run: {HARD_CF}"),
+    Claim("2 (OOD) (hard, rubric-reading proxy)", "C ≥ B + 3 points in OOD verdict accuracy",
+          paper="VL-RewardBench 75.22 etc. (not comparable)", not_run=f"the next GPU run: {HARD_CF}"),
     Claim("3", "F (C with 1/4 of the GRM-RL data) ≥ B (all data) in OOD verdict accuracy",
           paper="1× data vs ≥ 4× (teaser)",
           not_run=f"arms F, B of {FULL_TABLE}; pointless until claim 1's setup has headroom"),
