@@ -437,7 +437,6 @@ def test_source_hash_names_the_commit_even_without_git(tmp_path):
 # Manifests written before source hashes existed; each table is re-run with provenance (issue 20), and this list
 # only shrinks: a new manifest must verify.
 LEGACY_MANIFESTS = {
-    "experiments/rl/results/grpo_arithmetic_gpu/manifest.json",
     "projects/clipo/results/tinygsm_sym_table/manifest.json",
     "projects/dir_debias/results/small_scale/manifest.json",
     "projects/mdm_variance/results/accuracy/manifest.json",

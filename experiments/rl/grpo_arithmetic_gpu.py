@@ -8,7 +8,8 @@ Each sweep point runs the whole pipeline in its own workdir (SFT warm start in <
 machine with several GPUs the points run in parallel, one per GPU. Points: GRPO (token-mean PPO-clip),
 Dr. GRPO (no std scaling, seq-mean-token-sum-norm) and GRPO with DAPO's clip-higher and dynamic sampling.
 The SFT phase is kept short on purpose so the warm-started policy is far from perfect and RL has room.
-The table, as shared.sweep wrote it, is committed in experiments/rl/results/grpo_arithmetic_gpu/.
+Its table (a legacy manifest, run before content hashes) was superseded by experiments/rl/results/base_table/ and
+removed; it is in git history (commit 8e4bfd6 and earlier).
 """
 import ml_collections
 
