@@ -368,7 +368,8 @@ class ConstraintGate:
 
     def __init__(self, program: str | None = None, *, writer: Callable[[str], str] | None = None,
                  column: str = "constraints", program_column: str = "checker", timeout_s: float = 5.0,
-                 memory_mb: int = 512, entry: str = "check", pass_prompt: bool = False):
+                 memory_mb: int = 512, entry: str = "check", pass_prompt: bool = False, backend=None):
+        self.backend = require(backend)  # refuse now, not at the first pair
         self.program, self.writer, self.pass_prompt = program, writer, bool(pass_prompt)
         self.column, self.program_column = column, program_column
         self.timeout_s, self.memory_mb, self.entry = float(timeout_s), int(memory_mb), entry
@@ -393,7 +394,8 @@ class ConstraintGate:
     def satisfied(self, program: str, responses: Sequence[str], prompts: Sequence[str] | None = None) -> list[bool]:
         """check(response) (pass_prompt: check(response, prompt)) per response, in one sandbox process."""
         calls = [(r,) for r in responses] if prompts is None else list(zip(responses, prompts))
-        result = run_python(program, calls, entry=self.entry, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+        result = run_python(program, calls, entry=self.entry, timeout_s=self.timeout_s, memory_mb=self.memory_mb,
+                            backend=self.backend)
         self.stats["programs"] += 1
         self.stats["checked"] += len(responses)
         if not result.ok:

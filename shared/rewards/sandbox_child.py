@@ -628,13 +628,13 @@ def _install_audit_hook(root):
         elif event in path_writes:
             if args and type(args[0]) is not int_type and not inside(args[0]):
                 raise PermissionError(f"sandbox: {event} on {args[0]!r} outside the sandbox folder")
-            if event in with_dir_fd and len(args) > 1 and args[-1] is not None:
+            if event in with_dir_fd and len(args) > 1 and args[-1] not in (None, -1):
                 raise PermissionError(f"sandbox: {event} with dir_fd is not allowed")
         elif event in two_paths:
             for path in args[:2]:
                 if type(path) is int_type or not inside(path):
                     raise PermissionError(f"sandbox: {event} on {path!r} outside the sandbox folder")
-            if any(extra is not None for extra in args[2:]):
+            if any(extra not in (None, -1) for extra in args[2:]):
                 raise PermissionError(f"sandbox: {event} with dir_fd is not allowed")
 
     sys.addaudithook(hook)
