@@ -161,7 +161,8 @@ def run_python(code: str, calls: Sequence[Sequence] = ((),), *, entry: str | Non
         return _run_namespace(code, calls, entry, limit, audit_hook, site)
     if backend == UNSAFE:
         return _run_unsafe(code, calls, entry, limit, audit_hook, site)
-    return backend.run(code, calls, entry=entry, limits=limit)
+    answer = backend.run(code, calls, entry=entry, limits=limit)
+    return _result(answer, float(answer.get("seconds", 0.0)))
 
 
 def _result(answer: dict, seconds: float) -> SandboxResult:

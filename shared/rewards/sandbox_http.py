@@ -63,9 +63,8 @@ class HTTPSandbox:
                 "compile_timeout": 10, "memory_limit_MB": int(limits.memory_mb), "stdin": json.dumps(job),
                 "files": {}, "fetch_files": []}
 
-    def run(self, code: str, calls, *, entry, limits):
-        from shared.rewards.sandbox import SandboxResult
-
+    def run(self, code: str, calls, *, entry, limits) -> dict:
+        """The checked answer ({status, values, errors, stdout, message}) for run_python to wrap."""
         start = time.perf_counter()
         marker = "SANDBOX-RESULT-" + secrets.token_hex(16)
         headers = {}
@@ -76,11 +75,11 @@ class HTTPSandbox:
             _, _, reply = post_json(self.url, self.request(code, calls, entry, limits, marker), headers=headers,
                                     deadline_s=limits.timeout_s + self.slack_s, max_bytes=self.max_reply_bytes)
         except HTTPFailure as e:
-            return SandboxResult("error", message=f"sandbox service {self.url}: {e}",
-                                 seconds=time.perf_counter() - start)
+            return {"status": "error", "message": f"sandbox service {self.url}: {e}",
+                    "seconds": time.perf_counter() - start}
         answer = self.parse(reply, marker, len(calls))
-        return SandboxResult(answer["status"], answer.get("values", []), answer.get("errors", []),
-                             answer.get("stdout", ""), answer.get("message", ""), time.perf_counter() - start)
+        answer["seconds"] = time.perf_counter() - start
+        return answer
 
     def parse(self, reply, marker: str, n_calls: int) -> dict:
         """The checked answer from a /run_code reply (never raises)."""
