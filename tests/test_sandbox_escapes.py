@@ -376,3 +376,29 @@ def test_refusal_names_what_is_missing(monkeypatch):
     assert run_python("def check():\n    return 2\n").value == 2
     with pytest.raises(ValueError, match="sandbox backend"):
         run_python("x = 1", backend="docker")
+
+
+def test_a_dying_trainer_takes_the_sandbox_with_it():
+    """The trainer killed mid-run (SIGKILL, no cleanup of its own): the launcher, the namespace and every process
+    the code started die with it (PR_SET_PDEATHSIG down the chain)."""
+    token = uuid.uuid4().hex
+    trainer = ("import sys\nfrom shared.rewards.sandbox import run_python\n"
+               "run_python(\"import subprocess, sys, time\\ndef check():\\n    subprocess.Popen([sys.executable, '-c', "
+               f"'import time; time.sleep(600)', '{token}'], start_new_session=True)\\n    time.sleep(600)\\n\", "
+               "audit_hook=False, timeout_s=60)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", trainer], cwd=root, env={**os.environ, "PYTHONPATH": root})
+    try:
+        for _ in range(100):
+            if processes_with(token):
+                break
+            time.sleep(0.05)
+        assert processes_with(token), "the code's process never started"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    for _ in range(40):
+        if not processes_with(token):
+            break
+        time.sleep(0.05)
+    assert processes_with(token) == []
