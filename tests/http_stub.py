@@ -9,16 +9,29 @@ test_rewards.py, test_rubric_http.py): a ThreadingHTTPServer on 127.0.0.1 that a
         stub.max_active      the most requests in flight at once (a request is done before its reply is sent: the
                              client may send its next one as soon as it reads this one)
 
+A payload that is a Raw(data, drip_s=0, repeat=1, length=None) is sent as bytes, not JSON: `repeat` copies of
+`data` streamed (nothing that size is held in memory), one byte every `drip_s` seconds when set, with a
+Content-Length of `length` (None: the true length; -1: no Content-Length, the connection closes at the end).
+
 monkeypatch (optional) sets no_proxy for 127.0.0.1, so a proxy in the environment is never asked.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http.server
 import json
 import threading
 import time
 from typing import Callable
+
+
+@dataclasses.dataclass
+class Raw:
+    data: bytes
+    drip_s: float = 0.0
+    repeat: int = 1
+    length: int | None = None
 
 
 def chat_reply(text: str, usage=(30, 10), logprobs=None) -> dict:
@@ -52,6 +65,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         time.sleep(delay)
         with server.lock:
             server.active -= 1
+        if isinstance(payload, Raw):
+            self._send_raw(status, payload, headers)
+            return
         try:
             data = json.dumps(payload).encode()
             self.send_response(status)
@@ -62,6 +78,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
+            pass
+
+    def _send_raw(self, status, raw, headers):
+        try:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            length = len(raw.data) * raw.repeat if raw.length is None else raw.length
+            if length >= 0:
+                self.send_header("Content-Length", str(length))
+            else:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            for _ in range(raw.repeat):
+                if raw.drip_s:
+                    for i in range(len(raw.data)):
+                        self.wfile.write(raw.data[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(raw.drip_s)
+                else:
+                    self.wfile.write(raw.data)
+        except (BrokenPipeError, ConnectionResetError, OSError):  # the client left
             pass
 
     def log_message(self, *args):

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO_ROOT
 
 LAYERS = (
-    ("shared", "shared.registry", "shared.fs"),         # names and their registries; local / gs:// files
+    ("shared", "shared.registry", "shared.fs", "shared.net"),  # names, registries; local / gs:// files; hostile HTTP
     ("shared.config",),                                  # the config schema, loading, validation, mesh plan
     ("shared.sharding", "shared.metrics", "shared.stats", "shared.distributed"),  # meshes; metrics; CIs; barriers
     ("shared.model", "shared.data", "shared.checkpoint", "shared.eval", "shared.mi"),

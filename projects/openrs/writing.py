@@ -172,23 +172,26 @@ class HolisticJudge(GenerativeJudge):
         return out
 
 
-def _pvr_gate():
+def _pvr_gate(sandbox: str = ""):
+    """sandbox: the sandbox backend ("" = $SANDBOX_BACKEND, else "namespace"; "unsafe_audit_hook" only by name;
+    a service URL), see shared/rewards/sandbox.py."""
     from shared.rewards.sandbox import ConstraintGate
 
-    return ConstraintGate(PVR_PROGRAM, pass_prompt=True)
+    return ConstraintGate(PVR_PROGRAM, pass_prompt=True, backend=sandbox or None)
 
 
 @register_reward_factory("openrs/rubric_judge")
 def rubric_judge(error_rate: float = 0.1, bias: float = 0.0, position_bias: float = 0.15, pvr: bool = False,
                  bidirectional: bool = True, seed: int = 0, prompt_dir: str = "",
-                 query_type: str = "constraint_writing", reference_column: str = "reference"):
-    """RubricJudge(RubricSimulator) with the PVR gate when pvr, as a pairwise reward."""
+                 query_type: str = "constraint_writing", reference_column: str = "reference", sandbox: str = ""):
+    """RubricJudge(RubricSimulator) with the PVR gate when pvr (run in the sandbox backend `sandbox`), as a
+    pairwise reward."""
     from projects.openrs import PROMPTS_DIR
     from shared.judges.rubric import make_rubric_judge_reward
 
     backend = RubricSimulator(error_rate=error_rate, bias=bias, position_bias=position_bias, seed=seed)
     return make_rubric_judge_reward(backend, prompt_dir or PROMPTS_DIR, reference_column=reference_column,
-                                    bidirectional=bidirectional, gates=[_pvr_gate()] if pvr else [],
+                                    bidirectional=bidirectional, gates=[_pvr_gate(sandbox)] if pvr else [],
                                     default_query_type=query_type)
 
 

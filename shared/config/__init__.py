@@ -8,7 +8,7 @@ import ml_collections
 
 from shared.config.base import base_config
 from shared.config.loader import ConfigError, load_config
-from shared.config.projects import import_project, known_projects
+from shared.config.projects import import_project, import_registered_project, known_projects
 from shared.config.validate import register_validator, validate
 
 
@@ -27,5 +27,6 @@ def write_config(config: ml_collections.ConfigDict, workdir: str) -> str:
     return path
 
 
-__all__ = ["ConfigError", "base_config", "config_to_json", "import_project", "known_projects", "load_config",
+__all__ = ["ConfigError", "base_config", "config_to_json", "import_project", "import_registered_project",
+           "known_projects", "load_config",
            "register_validator", "validate", "write_config"]

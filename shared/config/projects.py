@@ -1,12 +1,17 @@
 """Importing a project's registrations: `config.project` names a package under projects/ ("clipo" imports
 projects.clipo), or a full module path with a dot ("mylab.myproject": projects kept outside this repo, test
 fixtures). Lives with the config (the bottom layer), so every consumer of a run's config (launch, export, a
-reward model rebuilt from its run) imports the same project without reaching up to the launcher."""
+reward model rebuilt from its run) imports the same project without reaching up to the launcher.
+
+A config read from a run folder (`shared.train.load.load_run`) may come from someone else: it goes through
+`import_registered_project`, which imports only `projects.<name>` for a package that exists in this repo's projects/
+(never a module path), and says so in one line otherwise."""
 from __future__ import annotations
 
 import difflib
 import importlib
 import pkgutil
+import re
 
 from shared.config.loader import ConfigError
 
@@ -33,3 +38,15 @@ def import_project(name: str):
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ConfigError(f"project: no module {module_name!r}.{hint} Packages in projects/: "
                           f"{', '.join(names) or '(none)'}") from None
+
+
+def import_registered_project(name: str, *, source: str = "the config"):
+    """Imports projects.<name> only when `name` is a package of this repo's projects/ (a run folder's config.json
+    cannot name arbitrary code to import); ConfigError in one line otherwise."""
+    if not name:
+        return None
+    names = known_projects()
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name not in names:
+        raise ConfigError(f"project {name!r} in {source} is not a registered project (a package of projects/: "
+                          f"{', '.join(names) or '(none)'}); refusing to import it")
+    return importlib.import_module(f"projects.{name}")

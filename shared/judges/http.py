@@ -1,14 +1,19 @@
-"""An OpenAI-compatible chat endpoint as a judge backend (OpenAI, vLLM, SGLang, llama.cpp server, ...), urllib only.
+"""An OpenAI-compatible chat endpoint as a judge backend (OpenAI, vLLM, SGLang, llama.cpp server, ...), on
+shared/net.py (http.client only).
 
-  ChatClient   POSTs /chat/completions: at most `concurrency` requests in flight (a batch runs in a thread pool of
-               that size), `retries` extra attempts on timeouts, connection errors and HTTP 408/409/425/429/5xx with
-               exponential backoff (backoff * 2^k seconds, capped at max_backoff; a Retry-After header is obeyed up
-               to max_backoff), a per-request `timeout`; other HTTP errors (400, 401, 404: retrying cannot help)
-               fail at once. Counters: requests, retries, failures, prompt_tokens / completion_tokens (from the
-               replies' usage), max_in_flight.
+  ChatClient   POSTs /chat/completions (shared/net.py: redirects are never followed, so the key never reaches another
+               host; `timeout` is one overall deadline per attempt, headers and body included; a reply over
+               `max_reply_mb` is refused unread): at most `concurrency` requests in flight (a batch runs in a thread
+               pool of that size), `retries` extra attempts on timeouts, connection errors, replies that are not
+               JSON and HTTP 408/409/425/429/5xx with exponential backoff (backoff * 2^k seconds, capped at
+               max_backoff; a Retry-After header is obeyed up to max_backoff); other HTTP errors (400, 401, 404,
+               3xx: retrying cannot help) fail at once. Every failure is a JudgeError. Counters: requests, retries,
+               failures, prompt_tokens / completion_tokens (from the replies' usage, when they are sane integers),
+               max_in_flight.
   HTTPJudge    a GenerativeJudge on a ChatClient: the template's judge prompt per pair, the reply parsed
-               (shared/judges/verdict.py). on_error: a request that fails after its retries raises JudgeError
-               ("raise", the default) or becomes a tie with Verdict.error set, counted in `errors` ("tie").
+               (shared/judges/verdict.py). on_error: a request that fails after its retries, or a reply that is not
+               a chat completion, raises JudgeError ("raise", the default) or becomes a tie with Verdict.error set,
+               counted in `errors` ("tie").
 The API key is read from the environment variable `api_key_env` at request time (never stored; no header when it
 is unset, as local servers expect).
 """
@@ -16,20 +21,16 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import http.client
 import json
 import math
 import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any, Sequence
 
 from shared.judges.generative import GENERATIVE_TEMPLATE, GenerativeJudge
 from shared.judges.verdict import JudgeError, Verdict, sign
-
-RETRY_HTTP_CODES = (408, 409, 425, 429, 500, 502, 503, 504)
+from shared.net import RETRY_HTTP_CODES, HTTPFailure, post_json  # noqa: F401  (RETRY_HTTP_CODES: re-exported)
 ON_ERROR_POLICIES = ("raise", "tie")
 
 
@@ -40,7 +41,7 @@ class ChatClient:
     def __init__(self, base_url: str | None = None, model: str | None = None, *, api_key_env: str = "OPENAI_API_KEY",
                  base_url_env: str = "JUDGE_BASE_URL", model_env: str = "JUDGE_MODEL", timeout: float = 60.0,
                  retries: int = 3, backoff: float = 1.0, max_backoff: float = 30.0, concurrency: int = 8,
-                 extra_body: dict | None = None, owner: str = "ChatClient"):
+                 extra_body: dict | None = None, owner: str = "ChatClient", max_reply_mb: float = 16.0):
         self.base_url = base_url or os.environ.get(base_url_env, "")
         self.model = model or os.environ.get(model_env, "")
         if not self.base_url:
@@ -50,6 +51,7 @@ class ChatClient:
         self.url = self.base_url.rstrip("/") + "/chat/completions"
         self.api_key_env = api_key_env
         self.timeout, self.retries = float(timeout), int(retries)
+        self.max_reply_bytes = int(float(max_reply_mb) * (1 << 20))
         self.backoff, self.max_backoff = float(backoff), float(max_backoff)
         self.concurrency = max(1, int(concurrency))
         self.extra_body = dict(extra_body or {})
@@ -89,8 +91,7 @@ class ChatClient:
                 self.stats[key] += value
 
     def _post(self, payload: dict) -> dict:
-        data = json.dumps(payload).encode("utf-8")
-        headers = {"Content-Type": "application/json"}
+        headers = {}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
             headers["Authorization"] = f"Bearer {key}"
@@ -100,30 +101,24 @@ class ChatClient:
                 time.sleep(wait or min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
                 self._count(retries=1)
             wait = 0.0
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
             with self._slots:  # the concurrency limit holds for any caller, pooled or not
                 with self._lock:
                     self._in_flight += 1
                     self.stats["max_in_flight"] = max(self.stats["max_in_flight"], self._in_flight)
                     self.stats["requests"] += 1
                 try:
-                    with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                        reply = json.loads(response.read().decode("utf-8"))
+                    _, _, reply = post_json(self.url, payload, headers=headers, deadline_s=self.timeout,
+                                            max_bytes=self.max_reply_bytes, retry_after_cap=self.max_backoff)
                     usage = reply.get("usage") if isinstance(reply, dict) else None
                     if isinstance(usage, dict):
-                        self._count(prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                                    completion_tokens=int(usage.get("completion_tokens") or 0))
+                        self._count(prompt_tokens=_token_count(usage.get("prompt_tokens")),
+                                    completion_tokens=_token_count(usage.get("completion_tokens")))
                     return reply
-                except urllib.error.HTTPError as e:
-                    body = e.read()[:200].decode("utf-8", "replace")
-                    if e.code not in RETRY_HTTP_CODES:  # bad request / auth / unknown model: retrying cannot help
+                except HTTPFailure as e:
+                    if not e.retryable:  # bad request / auth / unknown model / redirect / too large
                         self._count(failures=1)
-                        raise JudgeError(f"{self.url}: HTTP {e.code}: {body}") from None
-                    last_error = f"HTTP {e.code}: {body}"
-                    wait = _retry_after(e.headers, self.max_backoff)
-                except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException, ValueError) as e:
-                    # timeouts, refused / reset connections, truncated bodies, replies that are not JSON
-                    last_error = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
+                        raise JudgeError(f"{self.url}: {e}") from None
+                    last_error, wait = str(e), e.retry_after
                 finally:
                     with self._lock:
                         self._in_flight -= 1
@@ -131,25 +126,41 @@ class ChatClient:
         raise JudgeError(f"{self.url}: no answer after {self.retries + 1} attempts (last: {last_error})")
 
 
-def _retry_after(headers, cap: float) -> float:
-    try:
-        value = float(headers.get("Retry-After")) if headers is not None and headers.get("Retry-After") else 0.0
-    except (TypeError, ValueError):
-        return 0.0
-    return min(max(value, 0.0), cap) if math.isfinite(value) else 0.0
+def _token_count(value) -> int:
+    """A usage count when it is a sane non-negative integer (or integral float), else 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return 0
+    return int(value) if 0 <= value < 2 ** 53 else 0
 
 
 def reply_text(reply: Any, url: str) -> tuple[str, dict]:
     """(content, the first choice) of a chat completion; JudgeError for anything else."""
     try:
         choice = reply["choices"][0]
-        return choice["message"].get("content") or "", choice
+        content = choice["message"].get("content") or ""
+        if not isinstance(content, str) or not isinstance(choice, dict):
+            raise TypeError
+        return content, choice
     except (KeyError, IndexError, TypeError, AttributeError):
-        raise JudgeError(f"{url}: not a chat completion: {json.dumps(reply)[:200]}") from None
+        try:
+            shown = json.dumps(reply)[:200]
+        except (TypeError, ValueError, RecursionError):
+            shown = type(reply).__name__
+        raise JudgeError(f"{url}: not a chat completion: {shown}") from None
 
 
 def probability_from_logprobs(logprobs: Any) -> float | None:
-    """P(A) / (P(A) + P(B)) from the top logprobs at the first generated token that is A or B."""
+    """P(A) / (P(A) + P(B)) from the top logprobs at the first generated token that is A or B (None when there is
+    none, or the logprobs are malformed)."""
+    try:
+        return _probability(logprobs)
+    except (KeyError, TypeError, AttributeError, ValueError, OverflowError, RecursionError):
+        return None
+
+
+def _probability(logprobs: Any) -> float | None:
     try:
         content = logprobs["content"]
     except (KeyError, TypeError):

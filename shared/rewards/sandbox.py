@@ -1,124 +1,77 @@
-"""Run untrusted Python (a judge-written checker, a verifiable rubric) in a subprocess sandbox, and the verifiable
-gates of OpenRS (spec /work/shared/papers/openrs.md 1.2 steps 1-2) built on it.
+"""Run untrusted Python (a judge-written checker, a verifiable rubric) behind an operating-system boundary, and the
+verifiable gates of OpenRS (spec /work/shared/papers/openrs.md 1.2 steps 1-2) built on it.
 
-  run_python(code, calls, entry="check", timeout_s, memory_mb) -> SandboxResult
-      One child process (`python -I -B`, cwd = a fresh temporary folder, a minimal environment) runs `code`, then
-      calls `entry(*args)` for every args in `calls` and sends back the JSON-able return values (one
-      SandboxResult per batch: many checks cost one process). Limits in the child:
-        time     wall clock `timeout_s` for the whole batch (the child is killed: status "timeout"), plus
-                 RLIMIT_CPU as a backstop
-        memory   RLIMIT_AS = memory_mb (MemoryError or a killed child: status "memory")
-        network  an audit hook refuses socket creation, connect, bind, getaddrinfo (no unshare needed)
-        files    the audit hook refuses opening a path for writing, and os-level writes (remove, rename, mkdir,
-                 chmod, symlink, truncate, ...), outside the temporary folder; RLIMIT_FSIZE caps file size
-        escape   the hook also refuses subprocesses, exec, fork, os.system, ctypes and changing the audit state
-      An exception raised by the code (or by a refused operation) gives status "error" with its message; one raised
-      by a single call is that call's entry in `errors` (the batch goes on).
+  run_python(code, calls, entry="check", timeout_s, memory_mb, backend=None) -> SandboxResult
+      Runs `code`, then calls `entry(*args)` for every args in `calls` and sends back the JSON-able return values
+      (one SandboxResult per batch: many checks cost one sandbox). Backends (`backend`, else $SANDBOX_BACKEND, else
+      "namespace"):
+        "namespace"          the default. The code runs in its own user, mount, network, IPC, UTS and PID
+                             namespaces (shared/rewards/sandbox_child.py: the processes, what each one does):
+          files      a new root with only /usr, /lib*, /bin, /sbin and the Python installation, all read-only; a
+                     minimal /dev; its own folder at /sandbox is the only writable place (RLIMIT_FSIZE caps a file)
+          network    none: a network namespace with a down loopback (no connection, no DNS query leaves)
+          processes  a PID namespace: nothing outside is visible, so nothing outside can be signalled or traced;
+                     when the code ends, times out or fails, every process it started is killed (kill(-1) from the
+                     namespace's PID 1, and the namespace dies with it); RLIMIT_NPROC counts its own processes
+                     (the host user is `nobody` when the trainer runs as root)
+          privileges none: every capability dropped, no_new_privs, a fresh session keyring
+          limits     wall clock `timeout_s` for the whole batch (status "timeout"), RLIMIT_CPU, RLIMIT_AS =
+                     memory_mb (status "memory"), open files; the parent reads at most `output_kb` of output and
+                     `result_mb` of result, and discards the rest
+          result     a pipe only the namespace's supervisor holds (not the code), prefixed by a per-run secret and
+                     checked field by field by the supervisor and again by the parent: a malformed or forged result
+                     is status "error", never an exception in the caller
+          An audit hook inside the code's interpreter stays as a second layer (audit_hook=False turns it off: the
+          tests show the namespaces hold alone). Where the machine offers no namespaces, run_python and the gates
+          raise SandboxUnavailable with one line naming what is missing (`namespace_problem()` says it without
+          raising).
+        "unsafe_audit_hook"  explicit opt-in only: a plain subprocess with the audit hook and the resource limits,
+                             no OS boundary (code that undoes the hook can write files, open sockets, signal
+                             processes); for machines without namespaces when the code is trusted.
+        "http://host:port/run_code" or HTTPSandbox(url, ...)   an external sandbox service (SandboxFusion's
+                             /run_code request shape: code, language, run_timeout, memory_limit_MB, stdin), for code
+                             run at scale on a separate cluster; shared/rewards/sandbox_http.py.
+      An exception raised by the code gives status "error" with its message; one raised by a single call is that
+      call's entry in `errors` (the batch goes on).
   SandboxResult(status, values, errors, stdout, message)   status: ok / timeout / memory / error
 
 Gates (each `gate(prompts, a, b, columns) -> int [M]`: +1 a wins, -1 b wins, 0 undecided; RubricJudge's `gates`):
   GTGate(check, column="ground_truth")   spec step 1: s = check(prompt, response, ground_truth) in {-1, 0, +1} per
                                          response; s_a > s_b -> +1, s_a < s_b -> -1, else 0 (and 0 without GT)
-  ConstraintGate(program=..., writer=..., column="constraints")   spec step 2 with need_code=True: a checker
-                                         program defining check(response) -> bool (pass_prompt: check(response,
-                                         prompt)) is run in the sandbox on both
+  ConstraintGate(program=..., writer=..., column="constraints", backend=None)   spec step 2 with need_code=True: a
+                                         checker program defining check(response) -> bool (pass_prompt:
+                                         check(response, prompt)) is run in the sandbox on both
                                          responses; exactly one satisfied -> it wins, else 0. The program is fixed
                                          (a PVR), per pair in `program_column`, or written by `writer(constraint)`
-                                         (an LLM whose reply has the code after a '=====' line)
+                                         (an LLM whose reply has the code after a '=====' line). Built on a machine
+                                         without the sandbox's backend, it raises SandboxUnavailable at once.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-STATUSES = ("ok", "timeout", "memory", "error")
-_RESULT_MARK = "\x00SANDBOX_RESULT\x00"
+from shared.rewards import sandbox_child as child
 
-# The child: sets its resource limits, reads (code, entry, calls) from stdin, installs the audit hook, runs the code,
-# writes the result JSON after a marker on its real stdout. Everything it needs is imported before the hook goes in.
-# The limits are set by the child itself, not by a preexec_fn: forking a multithreaded parent (JAX) must run no
-# Python between fork and exec.
-_CHILD = r'''
-import io, json, os, resource, sys
-for limit, value in ((resource.RLIMIT_AS, {memory}), (resource.RLIMIT_CPU, {cpu}), (resource.RLIMIT_FSIZE, {fsize}),
-                     (resource.RLIMIT_CORE, 0)):
-    resource.setrlimit(limit, (value, value))
-payload = json.loads(sys.stdin.read())
-root = os.path.realpath(os.getcwd())
-real_stdout = sys.stdout
-MARK = payload["mark"]
+STATUSES = child.STATUSES
+NAMESPACE, UNSAFE = "namespace", "unsafe_audit_hook"
+BACKEND_ENV = "SANDBOX_BACKEND"
 
-def inside(path):
-    try:
-        full = os.path.realpath(os.path.join(root, os.fsdecode(path)))
-    except (TypeError, ValueError):
-        return False
-    return full == root or full.startswith(root + os.sep)
 
-WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-BLOCKED = {"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.sendto",
-           "socket.gethostbyname", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.fork",
-           "os.forkpty", "os.spawn", "os.kill", "os.killpg", "pty.spawn", "ctypes.dlopen", "ctypes.cdata",
-           "sys.addaudithook", "sys.settrace", "sys.setprofile", "os.chroot", "os.setuid"}
-PATH_WRITES = {"os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate", "os.utime",
-               "os.mkfifo", "os.mknod", "shutil.rmtree", "shutil.copyfile", "shutil.move"}
-TWO_PATHS = {"os.rename", "os.link", "os.symlink"}
-
-def hook(event, args):
-    if event in BLOCKED:
-        raise PermissionError(f"sandbox: {event} is not allowed")
-    if event == "open":
-        path, mode, flags = args
-        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & WRITE_FLAGS)
-        if writing and path is not None and not isinstance(path, int) and not inside(path):
-            raise PermissionError(f"sandbox: writing {path!r} outside the sandbox folder")
-    elif event in PATH_WRITES:
-        if args and not isinstance(args[0], int) and not inside(args[0]):
-            raise PermissionError(f"sandbox: {event} on {args[0]!r} outside the sandbox folder")
-    elif event in TWO_PATHS:
-        for path in args[:2]:
-            if not isinstance(path, int) and not inside(path):
-                raise PermissionError(f"sandbox: {event} on {path!r} outside the sandbox folder")
-
-def send(result):
-    real_stdout.write(MARK + json.dumps(result, default=repr) + "\n")
-    real_stdout.flush()
-
-captured = io.StringIO()
-sys.stdout = captured
-sys.addaudithook(hook)
-namespace = {"__name__": "__sandbox__"}
-try:
-    exec(compile(payload["code"], "<sandbox>", "exec"), namespace)
-    fn = namespace.get(payload["entry"]) if payload["entry"] else None
-    if payload["entry"] and not callable(fn):
-        raise NameError(f"the code defines no function {payload['entry']!r}")
-    values, errors = [], []
-    for args in payload["calls"]:
-        try:
-            value = fn(*args)
-            json.dumps(value)
-            values.append(value)
-            errors.append("")
-        except MemoryError:
-            raise
-        except Exception as e:  # one call's failure: recorded, the batch goes on
-            values.append(None)
-            errors.append(f"{type(e).__name__}: {e}")
-    send({"status": "ok", "values": values, "errors": errors, "stdout": captured.getvalue()[-2000:]})
-except MemoryError:
-    send({"status": "memory", "message": "MemoryError", "stdout": captured.getvalue()[-2000:]})
-except BaseException as e:
-    send({"status": "error", "message": f"{type(e).__name__}: {e}", "stdout": captured.getvalue()[-2000:]})
-'''
+class SandboxUnavailable(RuntimeError):
+    """The requested sandbox cannot run on this machine (one line: what is missing, and the ways out)."""
 
 
 @dataclasses.dataclass
@@ -140,45 +93,222 @@ class SandboxResult:
         return self.values[0] if self.ok and self.values else None
 
 
-def run_python(code: str, calls: Sequence[Sequence] = ((),), *, entry: str | None = "check",
-               timeout_s: float = 5.0, memory_mb: int = 512, file_mb: int = 16) -> SandboxResult:
-    """Runs `code` in a sandboxed child and calls entry(*args) for each args in `calls` (entry=None: only runs the
-    code). See the module docstring for the limits. Arguments and return values travel as JSON."""
-    import time
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    timeout_s: float = 5.0
+    memory_mb: int = 512
+    file_mb: int = 16
+    processes: int = 16          # processes the code may run at once (RLIMIT_NPROC in its namespace)
+    open_files: int = 256
+    output_kb: int = 64          # stdout / stderr bytes kept (the rest is read and discarded)
+    result_mb: int = 16          # a larger result is an error
 
-    payload = json.dumps({"code": code, "entry": entry, "calls": [list(c) for c in calls], "mark": _RESULT_MARK})
+    def child_limits(self) -> dict:
+        return {"memory": int(self.memory_mb) << 20, "cpu": max(1, int(self.timeout_s) + 1),
+                "fsize": int(self.file_mb) << 20, "nproc": int(self.processes) + 2, "nofile": int(self.open_files),
+                "output_bytes": int(self.output_kb) << 10, "result_bytes": int(self.result_mb) << 20}
+
+
+def resolve_backend(backend=None):
+    """backend, else $SANDBOX_BACKEND, else "namespace"; a URL becomes an HTTPSandbox."""
+    backend = backend or os.environ.get(BACKEND_ENV) or NAMESPACE
+    if isinstance(backend, str) and backend.startswith(("http://", "https://")):
+        from shared.rewards.sandbox_http import HTTPSandbox
+
+        return HTTPSandbox(backend)
+    if isinstance(backend, str) and backend not in (NAMESPACE, UNSAFE):
+        raise ValueError(f"sandbox backend {backend!r}: expected {NAMESPACE!r}, {UNSAFE!r}, an http(s):// URL of a "
+                         f"sandbox service, or an HTTPSandbox")
+    return backend
+
+
+@functools.lru_cache(maxsize=1)
+def namespace_problem() -> str | None:
+    """None when the namespace sandbox works on this machine, else one line saying what is missing (cached: one
+    trivial sandboxed run per process)."""
+    if not sys.platform.startswith("linux"):
+        return f"sandbox: the namespace sandbox needs Linux (this is {sys.platform})"
+    try:
+        result = _run_namespace("VALUE = 1", [()], None, Limits(timeout_s=20.0), True, False)
+    except SandboxUnavailable as e:
+        return str(e)
+    if not result.ok:
+        return f"sandbox: a trivial program failed in the namespace sandbox: {result.status} {result.message}"[:400]
+    return None
+
+
+def require(backend=None):
+    """The resolved backend; SandboxUnavailable (one line) when it is the namespace sandbox and this machine has
+    none."""
+    backend = resolve_backend(backend)
+    if backend == NAMESPACE:
+        problem = namespace_problem()
+        if problem:
+            raise SandboxUnavailable(problem)
+    return backend
+
+
+def run_python(code: str, calls: Sequence[Sequence] = ((),), *, entry: str | None = "check",
+               timeout_s: float = 5.0, memory_mb: int = 512, file_mb: int = 16, backend=None,
+               audit_hook: bool = True, site: bool = True, **limits) -> SandboxResult:
+    """Runs `code` in the sandbox and calls entry(*args) for each args in `calls` (entry=None: only runs the code).
+    See the module docstring for the backends and limits (limits: processes, open_files, output_kb, result_mb).
+    Arguments and return values travel as JSON."""
+    limit = Limits(timeout_s=float(timeout_s), memory_mb=int(memory_mb), file_mb=int(file_mb), **limits)
+    calls = [list(c) for c in calls]
+    backend = require(backend)
+    if backend == NAMESPACE:
+        return _run_namespace(code, calls, entry, limit, audit_hook, site)
+    if backend == UNSAFE:
+        return _run_unsafe(code, calls, entry, limit, audit_hook, site)
+    answer = backend.run(code, calls, entry=entry, limits=limit)
+    return _result(answer, float(answer.get("seconds", 0.0)))
+
+
+def _result(answer: dict, seconds: float) -> SandboxResult:
+    return SandboxResult(answer["status"], answer.get("values", []), answer.get("errors", []),
+                         answer.get("stdout", ""), answer.get("message", ""), seconds)
+
+
+def _python_paths() -> list[str]:
+    """Folders the child needs to see (read-only): the system's and the Python installation's."""
+    paths = list(child.SYSTEM_PATHS)
+    for p in (sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix,
+              os.path.dirname(os.path.realpath(sys.executable))):
+        real = os.path.realpath(p)
+        if real not in paths and not any(real.startswith(s + "/") for s in ("/usr", "/bin", "/lib", "/sbin")):
+            paths.append(real)
+    return paths
+
+
+def _run_namespace(code, calls, entry, limit: Limits, audit_hook: bool, site: bool) -> SandboxResult:
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="sandbox_") as folder:
+    base = tempfile.mkdtemp(prefix="sandbox_")
+    secret = secrets.token_hex(16)
+    result_r, result_w = os.pipe()
+    proc = None
+    try:
+        os.makedirs(os.path.join(base, "root"))
+        os.makedirs(os.path.join(base, "work"))
+        job = {"code": code, "entry": entry, "calls": calls, "limits": limit.child_limits(), "timeout_s":
+               limit.timeout_s, "audit_hook": bool(audit_hook), "site": bool(site), "secret": secret,
+               "python": sys.executable, "binds": _python_paths(), "root": os.path.join(base, "root"),
+               "work": os.path.join(base, "work"), "result_fd": result_w}
+        try:
+            proc = subprocess.Popen([sys.executable, "-I", "-S", "-B", child.__file__, "launch", str(os.getpid())],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    pass_fds=(result_w,), start_new_session=True, cwd=base,
+                                    env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        except OSError as e:
+            raise SandboxUnavailable(f"sandbox: cannot start the launcher: {e}") from None
+        os.close(result_w)
+        result_w = None
+        # the launcher reads the whole job first; the relay writes it without blocking on a full pipe
+        cap = limit.child_limits()
+        got = child.relay_pipes({"stdin": (proc.stdin, json.dumps(job).encode()), "stdout": proc.stdout,
+                                 "stderr": proc.stderr, "result": os.fdopen(result_r, "rb", buffering=0)},
+                                {"stdout": 1 << 16, "stderr": 1 << 16, "result": cap["result_bytes"] + (1 << 16)},
+                                time.monotonic() + limit.timeout_s + 2.0)  # S answers "timeout" first
+        result_r = None
+        _end(proc)
+        seconds = time.perf_counter() - start
+        stderr = got["stderr"].decode("utf-8", "replace")
+        setup = [line for line in stderr.splitlines() if line.startswith("sandbox-setup: ")]
+        if proc.returncode == child.SETUP_EXIT and setup:
+            raise SandboxUnavailable(f"{setup[-1]} (the namespace sandbox needs unprivileged user, mount, net and "
+                                     f"pid namespaces; or pass backend='http://...' (a sandbox service) or, for "
+                                     f"trusted code only, backend='{UNSAFE}')")
+        if got["timed_out"]:
+            return SandboxResult("timeout", message=f"no result within {limit.timeout_s} s", seconds=seconds)
+        head, _, body = got["result"].partition(b"\n")
+        if head.decode("utf-8", "replace") != secret or got["overflow"].get("result"):
+            return SandboxResult("error", message=f"no result from the sandbox (exit {proc.returncode}): "
+                                 f"{stderr[-300:]}", seconds=seconds)
+        answer = child.parse_worker_result(body, False, len(calls)) or {"status": "error", "message": "empty"}
+        return _result(answer, seconds)
+    finally:
+        for fd in (result_r, result_w):
+            if fd is not None:
+                os.close(fd)
+        if proc is not None:
+            _end(proc)
+        _remove(base)
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """Kills the launcher's process group (the namespace dies with its PID 1, which dies with the launcher)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None and not stream.closed:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+def _remove(folder: str) -> None:
+    def retry(function, path, _):
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            function(path)
+        except OSError:
+            pass
+
+    shutil.rmtree(folder, onerror=retry)
+
+
+def _run_unsafe(code, calls, entry, limit: Limits, audit_hook: bool, site: bool) -> SandboxResult:
+    """Backend "unsafe_audit_hook": the worker as a plain subprocess (no namespaces)."""
+    start = time.perf_counter()
+    folder = tempfile.mkdtemp(prefix="sandbox_")
+    result_r, result_w = os.pipe()
+    proc = None
+    try:
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "HOME": folder,
                "TMPDIR": folder}
-        child = (_CHILD.replace("{memory}", str(int(memory_mb) << 20)).replace("{fsize}", str(int(file_mb) << 20))
-                 .replace("{cpu}", str(max(1, int(timeout_s) + 1))))
-        proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", child], cwd=folder, env=env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)  # its own process group: a timeout kills all it started
-        try:
-            out, err = proc.communicate(payload.encode("utf-8"), timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.communicate()
-            return SandboxResult("timeout", message=f"no result within {timeout_s} s",
-                                 seconds=time.perf_counter() - start)
-    seconds = time.perf_counter() - start
-    text = out.decode("utf-8", "replace")
-    if _RESULT_MARK in text:
-        result = json.loads(text.rsplit(_RESULT_MARK, 1)[1])
-        return SandboxResult(result["status"], result.get("values", []), result.get("errors", []),
-                             result.get("stdout", ""), result.get("message", ""), seconds)
-    stderr = err.decode("utf-8", "replace")[-500:]
-    if proc.returncode == -signal.SIGXCPU or proc.returncode == -signal.SIGKILL and "CPU" in stderr:
-        return SandboxResult("timeout", message="CPU time limit", seconds=seconds)
-    if "MemoryError" in stderr or proc.returncode in (-signal.SIGSEGV, -signal.SIGABRT, -signal.SIGKILL):
-        return SandboxResult("memory", message=f"child died (code {proc.returncode}): {stderr}", seconds=seconds)
-    return SandboxResult("error", message=f"child exited {proc.returncode} without a result: {stderr}",
-                         seconds=seconds)
+        argv = [sys.executable, "-I", "-B"] + ([] if site else ["-S"]) + [child.__file__, "worker", str(result_w),
+                                                                         "0"]
+        proc = subprocess.Popen(argv, cwd=folder, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, pass_fds=(result_w,), start_new_session=True)
+        os.close(result_w)
+        result_w = None
+        job = {"code": code, "entry": entry, "calls": calls, "limits": limit.child_limits(),
+               "audit_hook": bool(audit_hook)}
+        cap = limit.child_limits()
+        got = child.relay_pipes({"stdin": (proc.stdin, json.dumps(job).encode()), "stdout": proc.stdout,
+                                 "stderr": proc.stderr, "result": os.fdopen(result_r, "rb", buffering=0)},
+                                {"stdout": cap["output_bytes"], "stderr": cap["output_bytes"],
+                                 "result": cap["result_bytes"]}, time.monotonic() + limit.timeout_s)
+        result_r = None
+        _end(proc)
+        seconds = time.perf_counter() - start
+        if got["timed_out"]:
+            return SandboxResult("timeout", message=f"no result within {limit.timeout_s} s", seconds=seconds)
+        answer = child.parse_worker_result(got["result"], got["overflow"].get("result", False), len(calls))
+        if answer is None:
+            answer = child.died_without_result(proc.returncode, got["stderr"].decode("utf-8", "replace"))
+        answer["stdout"] = got["stdout"].decode("utf-8", "replace")[-2000:]
+        return _result(answer, seconds)
+    finally:
+        for fd in (result_r, result_w):
+            if fd is not None:
+                os.close(fd)
+        if proc is not None:
+            _end(proc)
+        _remove(folder)
 
 
 # ---------------------------------------------------------------- verifiable gates (spec 1.2 steps 1-2)
@@ -239,7 +369,8 @@ class ConstraintGate:
 
     def __init__(self, program: str | None = None, *, writer: Callable[[str], str] | None = None,
                  column: str = "constraints", program_column: str = "checker", timeout_s: float = 5.0,
-                 memory_mb: int = 512, entry: str = "check", pass_prompt: bool = False):
+                 memory_mb: int = 512, entry: str = "check", pass_prompt: bool = False, backend=None):
+        self.backend = require(backend)  # refuse now, not at the first pair
         self.program, self.writer, self.pass_prompt = program, writer, bool(pass_prompt)
         self.column, self.program_column = column, program_column
         self.timeout_s, self.memory_mb, self.entry = float(timeout_s), int(memory_mb), entry
@@ -264,7 +395,8 @@ class ConstraintGate:
     def satisfied(self, program: str, responses: Sequence[str], prompts: Sequence[str] | None = None) -> list[bool]:
         """check(response) (pass_prompt: check(response, prompt)) per response, in one sandbox process."""
         calls = [(r,) for r in responses] if prompts is None else list(zip(responses, prompts))
-        result = run_python(program, calls, entry=self.entry, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+        result = run_python(program, calls, entry=self.entry, timeout_s=self.timeout_s, memory_mb=self.memory_mb,
+                            backend=self.backend)
         self.stats["programs"] += 1
         self.stats["checked"] += len(responses)
         if not result.ok:

@@ -1,6 +1,8 @@
 """Loading a finished run's model for use outside its training loop (a reward model scored inside an RL run,
-an export): the run's config.json decides the model, its project's registrations are imported, and the params
-come from the run's latest checkpoint or from a params-only export.
+an export): the run's config.json decides the model, its project's registrations are imported (only a registered
+package of projects/: a run folder from someone else cannot name code to import, see
+shared.config.import_registered_project), and the params come from the run's latest checkpoint or from a params-only
+export.
 
     run = load_run("runs/rm")          # -> LoadedRun(config, folder, graphdef, params, mesh, rules, attention, step)
 
@@ -59,7 +61,7 @@ def load_run(path: str, *, config=None, mesh=None, rules=None, mesh_preset: str 
     """The model of run `path`: a training workdir (its latest checkpoint, restored through the Trainer) or a
     params-only export (`shared.checkpoint.export_params`). mesh / mesh_preset place it (default: the run's
     own preset); check(config) runs before any restore work (raise to refuse the model)."""
-    from shared.config import import_project
+    from shared.config import import_registered_project
 
     config, folder = load_run_config(path, config)
     if check is not None:
@@ -67,7 +69,7 @@ def load_run(path: str, *, config=None, mesh=None, rules=None, mesh_preset: str 
     if mesh_preset:
         config.mesh.preset = mesh_preset
     if config.get("project"):
-        import_project(config.project)
+        import_registered_project(config.project, source=f"{folder}/config.json")
     if fs.isdir(fs.join(path, "checkpoints")):
         return _restore_workdir(path, config, folder, mesh)
     if fs.isdir(fs.join(path, "params")) and fs.isfile(fs.join(path, "config.json")):
