@@ -127,8 +127,8 @@ SPEC_COLUMNS = ["eval/loss", "eval/loss_last3", "eval/best_loss", "diverged", "e
 # token (MaxText convention). S at context 1024 is 156 MFLOP/token and D 179 MFLOP/token
 # (shared.metrics.flops.training_flops_per_token), so at 15-21% MFU: S 0.95-1.34M tok/s, D 0.83-1.17M tok/s,
 # i.e. 131M tokens in 100-140 s (S) and 110-160 s (D) of steps. With compile, 20 evaluations and start-up
-# (~40 s) a point is ~2.5-3 min alone on one H100 (the hybrid / Siamese blocks: +2 norms per sublayer; the CPU
-# probe in projects/siamesenorm/README.md puts their step within ~1.1-1.3x of Pre-Norm's), ~3 GPU-min a point.
+# (~40 s) a point is ~2.5-3 min alone on one H100 (the hybrid / Siamese blocks: +2 norms per sublayer; a CPU
+# probe of S, projects/siamesenorm/README.md, put their step at ~1.2x Pre-Norm's), ~3 GPU-min a point.
 
 
 def set_spec_shape(c, shape: str) -> None:
