@@ -48,35 +48,49 @@ ENTRIES = [
          state="ready", note="holistic vs rubric_pvr x 3 seeds, the smallest table that tests E3. 1 H200, "
          "2026-11-27: SFT stages 230 s (3 at once), RL points 240 s (6 at once); a 480 s budget ended with 5/9 "
          "done (bundle 45.7 MiB, not kept): give it 560 s"),
-    dict(name="openrs_e3", config="experiments/openrs/e3_brpo_writing.py", results="projects/openrs/results/e3",
-         parallel=8, est_gpu_min=40, est_wall_min=10, state="ready", note="4 judges x 3 seeds, 4 H100s"),
-    dict(name="ssp_min", config="experiments/ssp/selfplay.py:min", results="projects/ssp/results/min",
-         parallel=4, est_gpu_min=240, est_wall_min=60, state="needs a weaker warm start (2-hop ~0.3-0.4, now 0.855) "
-         "and RL points that fit (28-36 GiB each)", note="4 GPUs, one RL point each"),
-    dict(name="proxy_grm_table", config="experiments/proxy_grm/table.py", results="projects/proxy_grm/results/table",
-         parallel=16, est_gpu_min=60, est_wall_min=15, state="needs a proxy that reads the rubric (hard world: "
-         "sensitivity 0.008)", note="conditions A-F x 3 seeds"),
-    dict(name="clipo_spec", config="experiments/clipo/tinygsm_sym_table.py:spec",
-         results="projects/clipo/results/spec_table", parallel=16, est_gpu_min=300, est_wall_min=75, state="ready",
-         note="4 arms x 5 seeds, 300 steps of 64 x 16; estimate scaled from the 60-step table, probe first"),
-    dict(name="siamesenorm_spec", config="experiments/siamesenorm/lr_stability.py:spec",
-         results="projects/siamesenorm/results/lr_stability_spec", parallel=8, est_gpu_min=120, est_wall_min=30,
-         state="needs the spec's ~21M shapes, an lr grid around Pre-Norm's optimum, shared seeds",
-         note="replaces the legacy 4-7M tables"),
-    dict(name="mdm_variance_spec", config="experiments/mdm_variance/variance.py:spec",
-         results="projects/mdm_variance/results/variance_spec", parallel=8, est_gpu_min=120, est_wall_min=30,
-         state="needs an MDM theta0 off chance on T1, compute-matched controls, >= 10 seeds",
-         note="replaces the legacy accuracy/variance tables"),
-    dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",
-         results="projects/dir_debias/results/small_scale_spec", parallel=8, est_gpu_min=60, est_wall_min=15,
-         state="needs a BT RM well above chance (3k steps), a gamma grid with a penalty warm-up, shared init",
-         note="replaces the legacy small_scale table"),
     dict(name="writing_zero_c1", config="experiments/writing_zero/table.py:c1",
          results="projects/writing_zero/results/c1", parallel=9, est_gpu_min=30, est_wall_min=10, state="ready",
          note="C1: BRPO vs round robin on the principled judge; the judges' stage metrics say first whether they learn"),
     dict(name="writing_zero_c2", config="experiments/writing_zero/table.py:c2",
          results="projects/writing_zero/results/c2", parallel=9, est_gpu_min=40, est_wall_min=12, state="ready",
          note="C2: GRPO on the biased scalar RM vs BRPO on the principled judge"),
+    dict(name="openrs_e3", config="experiments/openrs/e3_brpo_writing.py", results="projects/openrs/results/e3",
+         parallel=8, est_gpu_min=40, est_wall_min=10, state="ready", note="4 judges x 3 seeds, 4 H100s"),
+    dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",
+         results="projects/dir_debias/results/small_scale_spec", parallel=12, est_gpu_min=60, est_wall_min=15,
+         state="ready",
+         note="BT warm start per seed (stage, 1k of 3k steps), arms continue: D1 bt/pearson/poe/DIR gamma "
+              "0.1-1 with a 100-step penalty warm-up + oracle x 5 seeds; D1-NL, D2 x 3 seeds. 69 points + 11 stages, "
+              "4M-param RMs, 3 a GPU on 4 H100s; estimate from the legacy manifest's 15-50 ms/step (docstring)"),
+    dict(name="siamesenorm_ablation_spec", config="experiments/siamesenorm/ablation.py:spec",
+         results="projects/siamesenorm/results/ablation_spec", parallel=8, est_gpu_min=70, est_wall_min=17,
+         state="ready",
+         note="S (21M), LR 4e-3, 7 rows (with 'neither') x 3 seeds; ~3 GPU-min a point from bench/RESULTS.md's "
+              "25M-shape tok/s scaled by FLOPs (experiments/siamesenorm/_small.py); 4 H100s"),
+    dict(name="siamesenorm_depth_spec", config="experiments/siamesenorm/depth.py:spec",
+         results="projects/siamesenorm/results/depth_spec", parallel=8, est_gpu_min=90, est_wall_min=22,
+         state="ready", note="R3: pre vs siamese on S (12 x 384) and D (28 x 256) at 2e-3, 4e-3 x 3 seeds; 4 H100s"),
+    dict(name="mdm_variance_spec", config="experiments/mdm_variance/variance.py:spec",
+         results="projects/mdm_variance/results/variance_spec", parallel=16, est_gpu_min=160, est_wall_min=40,
+         state="ready",
+         note="theta0 stages (MDM 20k x 256 rows: check acc/theta0 of theta0_t1_mdm first), V3: 7 methods incl. "
+              "standard_2x, multisample2 x T1, T2 x 10 SFT seeds; V1/V2: 6 methods x 5 (T1) / 3 (T2) measurement "
+              "seeds; ~125 GPU-min of work, 4 H100s"),
+    dict(name="clipo_spec", config="experiments/clipo/tinygsm_sym_table.py:spec",
+         results="projects/clipo/results/spec_table", parallel=16, est_gpu_min=160, est_wall_min=40, state="ready",
+         note="4 arms x 5 seeds from a shared SFT stage per seed, 300 steps of 64 x 16, 2,000 problems per eval "
+              "set; ~7-8 min a point alone (0.8 s/step scaled from the 60-step table's 0.13 s + evaluation), 4 H100s"),
+    dict(name="siamesenorm_spec", config="experiments/siamesenorm/lr_stability.py:spec",
+         results="projects/siamesenorm/results/lr_stability_spec", parallel=8, est_gpu_min=220, est_wall_min=55,
+         state="ready",
+         note="R1/R2: pre, post, siamese, hybridnorm x LR 5e-4..8e-3 + siamese_hybrid, deepnorm x 2 LRs, 3 seeds "
+              "(72 points, S 21M, 131M tokens each); spikes and collapse counted; 4 H100s"),
+    dict(name="ssp_min", config="experiments/ssp/selfplay.py:min", results="projects/ssp/results/min",
+         parallel=4, est_gpu_min=240, est_wall_min=60, state="needs a weaker warm start (2-hop ~0.3-0.4, now 0.855) "
+         "and RL points that fit (28-36 GiB each)", note="4 GPUs, one RL point each"),
+    dict(name="proxy_grm_table", config="experiments/proxy_grm/table.py", results="projects/proxy_grm/results/table",
+         parallel=16, est_gpu_min=60, est_wall_min=15, state="needs a proxy that reads the rubric (hard world: "
+         "sensitivity 0.008)", note="conditions A-F x 3 seeds"),
     dict(name="writing_zero_table", config="experiments/writing_zero/table.py",
          results="projects/writing_zero/results/table", parallel=16, est_gpu_min=150, est_wall_min=30, state="ready",
          note="R0-R8 (+R3n) x 3 seeds, 4 H100s"),

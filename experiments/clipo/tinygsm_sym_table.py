@@ -29,6 +29,22 @@ updates), lr 2e-5, 20 head-only warm-up steps, 5 seeds, 2,000 problems per evalu
 
     python -m shared.sweep --config=experiments/clipo/tinygsm_sym_table.py:spec --workdir=runs/clipo/spec_table \
         --parallel=16
+
+GPU cost of ":spec" (estimated from committed measurements; the variant has not run): 5 stages + 20 points.
+  stage   experiments/base/results/base_tinygsm_sym/manifest.json: 1,000 SFT steps took 85-132 s a point on shared
+          H200s (0.056-0.107 s/step) -> ~2 min each, ~10 GPU-min.
+  RL step projects/clipo/results/tinygsm_sym_table/manifest.json (B 32 x G 8, <= 80 new tokens): perf/step_s
+          0.13-0.52 s, the least contended 0.13 s = rollout 0.053 + update 0.064 + reference 0.012. At 64 x 16
+          (4x the rows) and <= 160 tokens (2x), the update and reference passes scale with tokens (8x: ~0.6 s) and
+          the rollout with decode steps (2x) times a batch factor of ~2 for 4x rows of a 4.3M model (latency-bound):
+          ~0.2 s. ~0.8 s a step x 320 steps (300 actor + 20 head-only) ~ 4.3 min.
+  eval    10x the 60-step table's problems (2,000 per set, 6 sets, greedy + 16 samples, before and after): that
+          table's points spent seconds_this_run - wall_time_s - the SFT warm start ~ 10-20 s outside RL, so ~2-3 min.
+  total   ~7-8 min a point alone on one GPU: 20 x 7.5 + 10 ~ 160 GPU-min; on 4 H100s with --parallel=16 (4 small
+          points a GPU) ~ 40 min of wall time. Probe first where a lease is short: one point
+          (`--only=grpo_s0`, its stage comes along) gives perf/step_s and the evaluation time.
+Checked (CPU): the sweep builds, its 5 stages and 20 points validate (tests/test_experiments.py runs the points);
+the stage is experiments/base/tinygsm_sym.py, whose model shape equals this table's policy.
 """
 from projects.clipo.config import add_clipo, eval_config
 from shared.config.base import base_config

@@ -110,3 +110,60 @@ def apply_smoke(c) -> None:
 
 COLUMNS = ["eval/loss", "train/loss", "diverged", "stop_reason", "steps", "train/grad_norm", "params",
            "wall_time_s"]
+
+# -- the spec's small-scale design (spec section 5.2), for the ":spec" sweeps of lr_stability, depth and ablation --
+SPEC_SHAPES = {
+    "S": (12, 384, 6, 1024),    # 21.2M non-embedding parameters
+    "D": (28, 256, 4, 704),     # 22.5M, deep and narrow
+}
+SPEC_STEPS = 2000               # x 64 x 1024 tokens = 131M tokens (~10 epochs of the 13.3M-byte training split)
+SPEC_WARMUP = 200
+SPEC_SEEDS = (0, 1, 2)
+SPEC_COLUMNS = ["eval/loss", "eval/loss_last3", "eval/best_loss", "diverged", "eval/collapsed", "eval/unstable",
+                "train/spikes", "train/max_rise", "train/loss", "train/grad_norm", "stop_reason", "steps", "params",
+                "perf/tokens_per_s", "wall_time_s"]
+# GPU cost of one spec point (the docstrings of lr_stability / depth / ablation use these): bench/RESULTS.md,
+# "25M (D384 L8 V32768)": 1.05M tokens/s at 21.1% MFU on one H100 (16 x 2048 tokens per step), i.e. 199 MFLOP per
+# token (MaxText convention). S at context 1024 is 156 MFLOP/token and D 179 MFLOP/token
+# (shared.metrics.flops.training_flops_per_token), so at 15-21% MFU: S 0.95-1.34M tok/s, D 0.83-1.17M tok/s,
+# i.e. 131M tokens in 100-140 s (S) and 110-160 s (D) of steps. With compile, 20 evaluations and start-up
+# (~40 s) a point is ~2.5-3 min alone on one H100 (the hybrid / Siamese blocks: +2 norms per sublayer; a CPU
+# probe of S, projects/siamesenorm/README.md, put their step at ~1.2x Pre-Norm's), ~3 GPU-min a point.
+
+
+def set_spec_shape(c, shape: str) -> None:
+    n_layers, d_model, n_heads, d_ff = SPEC_SHAPES[shape]
+    c.model.n_layers, c.model.d_model, c.model.n_heads, c.model.n_kv_heads = n_layers, d_model, n_heads, n_heads
+    c.model.head_dim, c.model.d_ff = 64, d_ff
+    c.model.init_std = 1 / math.sqrt(d_model)
+
+
+def spec_shape_overrides(shape: str) -> dict:
+    n_layers, d_model, n_heads, d_ff = SPEC_SHAPES[shape]
+    return {"model.n_layers": n_layers, "model.d_model": d_model, "model.n_heads": n_heads,
+            "model.n_kv_heads": n_heads, "model.d_ff": d_ff, "model.init_std": 1 / math.sqrt(d_model)}
+
+
+def spec_config(file: str, smoke: bool = False):
+    """The spec's S recipe (section 5.2): d 384 x 12 blocks, context 1024, batch 64, 2,000 steps (200 warm-up, cosine
+    to 10 %), an evaluation every 100 steps over 20 fixed batches, train loss logged every 10 steps for the spike
+    count, and the stability hook (projects/siamesenorm/stability.py: spikes, collapse to the unigram loss).
+    smoke: the same hook and columns at the smoke sizes."""
+    from projects.siamesenorm.stability import stability_options
+
+    c = small_config("smoke" if smoke else None, file)
+    c.siamesenorm = stability_options()
+    c.train.hooks = ["siamesenorm/stability"]
+    if smoke:
+        return c
+    set_spec_shape(c, "S")
+    c.model.max_seq_len = c.data.seq_len = 1024
+    c.data.val_fraction = 0.05
+    c.train.batch_size = 64
+    c.train.steps = c.train.checkpoint_every = SPEC_STEPS
+    c.train.log_every = 10
+    c.train.eval_every = 100
+    c.train.eval_batches = 20
+    c.optim.warmup_steps = SPEC_WARMUP
+    c.optim.lr = 2e-3
+    return c

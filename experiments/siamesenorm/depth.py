@@ -12,8 +12,21 @@ seed noise.
 
     python -m shared.sweep --config=experiments/siamesenorm/depth.py --workdir=runs/siamesenorm/depth \
         --parallel=6 --config.mesh.preset=gpu_1
+
+":spec" is R3 at the spec's design (sections 5.2, 5.3 P2, 5.5; issue 20, campaign entry siamesenorm_depth_spec):
+
+    python -m shared.sweep --config=experiments/siamesenorm/depth.py:spec --workdir=runs/siamesenorm_depth_spec \
+        --parallel=8
+
+  Pre-Norm and SiameseNorm (vanilla) on S (d 384 x 12, 21.2M non-embedding parameters) and D (d 256 x 28, 22.5M),
+  the lr_stability:spec recipe (2,000 steps x 64 x 1024 bytes), at LR 2e-3 and 4e-3 (spec P2), seeds 0-2:
+  24 points, arms = block x shape x LR. R3 reads (pre - siamese) on D against S at each LR, with intervals
+  over the 3 seeds (S's cells repeat lr_stability:spec's on purpose: the table stands alone).
+  Cost: S ~3 GPU-min a point, D ~3.5 (179 vs 156 MFLOP/token, narrower matmuls; experiments/siamesenorm/_small.py)
+  -> ~80 GPU-min; on 4 H100s with --parallel=8 ~ 22 min of wall time. Not measured.
 """
-from experiments.siamesenorm._small import COLUMNS, shape_overrides, small_config
+from experiments.siamesenorm._small import (COLUMNS, SPEC_COLUMNS, SPEC_SEEDS, shape_overrides, small_config,
+                                            spec_config, spec_shape_overrides)
 
 BLOCKS = {"pre": "prenorm", "siamese": "siamesenorm/siamese"}
 LR = 6e-3
@@ -22,13 +35,39 @@ SEEDS_AT = "L8"
 EXTRA_SEEDS = (1, 2)
 
 
+SWEEP_VARIANTS = ("spec", "spec_smoke")  # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
+VARIANTS = ("spec",)
+SPEC_LRS = (2e-3, 4e-3)
+FILE = "experiments/siamesenorm/depth.py"
+
+
 def get_config(arg=None):
-    c = small_config(arg, "experiments/siamesenorm/depth.py")
+    if arg in ("spec", "spec_smoke"):
+        return spec_config(FILE, smoke=arg == "spec_smoke")
+    c = small_config(arg, FILE)
     c.optim.lr = LR
     return c
 
 
+def spec_sweep(smoke: bool):
+    arg = "spec_smoke" if smoke else "spec"
+    points = []
+    for shape in ("S", "D"):
+        shape_keys = ({"model.n_layers": 2 if shape == "S" else 4} if smoke else spec_shape_overrides(shape))
+        for short, block in BLOCKS.items():
+            for lr in SPEC_LRS[:1] if smoke else SPEC_LRS:
+                for seed in SPEC_SEEDS[:2] if smoke else SPEC_SEEDS:
+                    points.append(dict(name=f"{short}_{shape}_lr{lr:g}_s{seed}", arm=f"{short}_{shape}_lr{lr:g}",
+                                       arg=arg, overrides={"model.block": block, **shape_keys, "optim.lr": lr,
+                                                           "seed": seed}))
+    return dict(name="depth_spec", points=points, columns=SPEC_COLUMNS, group=["arm"],
+                plot=dict(kind="curves", metric="train/loss", x="step", label="name",
+                          title="depth at ~21M: Pre-Norm vs SiameseNorm, S (12 blocks) and D (28 blocks)"))
+
+
 def get_sweep(arg=None):
+    if arg in ("spec", "spec_smoke"):
+        return spec_sweep(smoke=arg == "spec_smoke")
     points = []
     if arg == "smoke":  # tiny shapes: 2 and 4 blocks of the smoke width
         for short, block in BLOCKS.items():

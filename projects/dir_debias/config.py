@@ -19,7 +19,8 @@ def dir_config() -> ml_collections.ConfigDict:
     d.club_batch = 0                   # 0: CLUB contrast over the whole (micro-)batch; n: groups of n pairs (code: 8)
     d.warmup_steps = 0                 # penalty off before this step (the RM code has none; its DPO variant 80)
     d.poe_lr = 1e-2                    # product-of-experts bias expert's Adam lr
-    d.seeds = [0, 1, 2]                # task dir_debias/rm trains these seeds in turn, in <workdir>/seed<k>
+    d.seeds = [0, 1, 2]                # task dir_debias/rm trains these seeds in turn, in <workdir>/seed<k>; [] =
+                                       # config.seed only (a sweep point per seed: small_scale.py:spec)
     d.probe_split = "balanced"         # split whose frozen z the probes and MI estimators read (a independent of y)
     d.probe_steps = 200                # full-batch steps of each probe / estimator
     d.bon_prompts = 2000               # best-of-n prompts (synpref data only; 0 = off)

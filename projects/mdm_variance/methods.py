@@ -37,7 +37,10 @@ def project_config() -> ml_collections.ConfigDict:
     c.compile_cache = "auto"      # jax persistent compilation cache: auto = <workdir>/../_jax_cache, "" = off
     c.theta0 = ml_collections.ConfigDict(dict(
         steps=2000, batch_size=128, lr=1e-3, warmup_steps=100, n_examples=20000, data_seed=4321, seed=0,
-        dir=""))                  # stage A; dir "" = <workdir>/../_theta0/<hash> (shared by a sweep's points)
+        dir="", run="", checkpoint_every=0))
+    # stage A; dir "" = <workdir>/../_theta0/<hash> (shared by a sweep's points); run: a finished
+    # "mdm_variance/theta0" stage's workdir (a sweep's "{stage:NAME}"), used instead of training theta0 here;
+    # checkpoint_every 0 = at the end only
     c.ppots = ml_collections.ConfigDict(dict(
         n_x0=12, grid=70, n_masks=12, loss_max=10.0, fit="epr", n_starts=20, mix_uniform=0.0, support="full"))
     c.clipped_low, c.clipped_high = 0.2, 0.8   # Q8 placeholder range

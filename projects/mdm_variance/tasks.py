@@ -11,6 +11,10 @@ TASKS "mdm_variance/finetune"  (accuracy table, spec section 7.2)
 TASKS "mdm_variance/variance"  (variance table, spec section 6) at theta0 for one method: A, B, C, total (and
   their sum), rho(t) of paired masks, n Var(batch mean), the EMA-adjusted one, gradient-noise tr Cov; P-POTS
   points also carry the predicted variances of the estimation pass.
+TASKS "mdm_variance/theta0"  stage A as a sweep stage: theta0 of config.mdm_variance.method's kind trained in the
+  workdir itself (checkpoints every theta0.checkpoint_every steps, so a stopped stage resumes), its params in
+  <workdir>/theta0_params.npz and its greedy accuracy on eval_examples held-out problems in summary.json
+  (acc/theta0). Points name it with mdm_variance.theta0.run = "{stage:NAME}" and then never train theta0 themselves.
 """
 from __future__ import annotations
 
@@ -116,7 +120,8 @@ def theta0_dir(config, workdir: str, kind: str) -> str:
     opts = config.mdm_variance.theta0
     if opts.dir:
         return os.path.join(opts.dir, f"{config.data.source.split('/')[-1]}_{kind}")
-    key = json.dumps({"model": config.model.to_dict(), "data": config.data.to_dict(), "theta0": opts.to_dict(),
+    settings = {k: v for k, v in opts.to_dict().items() if k not in ("run", "checkpoint_every")}  # not the math
+    key = json.dumps({"model": config.model.to_dict(), "data": config.data.to_dict(), "theta0": settings,
                       "diffusion": config.diffusion.to_dict(), "kind": kind}, sort_keys=True, default=str)
     digest = hashlib.sha1(key.encode()).hexdigest()[:10]
     name = config.data.source.split("/")[-1]
@@ -129,40 +134,77 @@ def theta0_config(config, kind: str) -> ml_collections.ConfigDict:
     opts = config.mdm_variance.theta0
     return derived(config, {"seed": int(opts.seed), "model.causal": kind == "arm",
                             "train.steps": int(opts.steps), "train.batch_size": int(opts.batch_size),
-                            "train.eval_batches": 0, "train.checkpoint_every": int(opts.steps),
+                            "train.eval_batches": 0,
+                            "train.checkpoint_every": int(opts.get("checkpoint_every", 0)) or int(opts.steps),
                             "train.loss": "lm_xent", "optim.lr": float(opts.lr),
                             "optim.warmup_steps": int(opts.warmup_steps), "optim.schedule": "cosine",
                             "diffusion.stage": "pretrain"})
 
 
+def train_theta0(config, directory: str, kind: str, evaluate: bool = False) -> dict:
+    """Trains (or resumes) theta0 in `directory`, saves its leaves to THETA0_FILE and writes summary.json; with
+    `evaluate`, the summary also holds theta0's greedy accuracy on mdm_variance.eval_examples test problems."""
+    opts = config.mdm_variance.theta0
+    cfg = theta0_config(config, kind)
+    os.makedirs(directory, exist_ok=True)
+    write_config(cfg, directory)
+    tokenizer = tokenizer_of(cfg, directory)
+    examples = load_examples(cfg, "train", int(opts.n_examples), int(opts.data_seed))
+    rows = make_rows(tokenizer, examples, int(cfg.data.seq_len), "mdm_variance theta0")
+    from shared.train.sft import SFTBatchIterator
+
+    train_iter = SFTBatchIterator(rows, int(opts.batch_size), seed=int(opts.seed))
+    factory, mask_id = None, None
+    if kind == "mdm":
+        mask_id = mask_id_for(cfg, tokenizer)
+        factory = mdm_loss_factory(cfg, mask_id=mask_id, eos_id=tokenizer.eos_id)
+    trainer = Trainer(cfg, directory, loss_fn_factory=factory)
+    print(f"[mdm_variance] theta0 ({kind}) -> {directory}: {opts.steps} steps", flush=True)
+    summary = trainer.fit(train_iter, [])
+    if jax.process_index() == 0:
+        leaves = [np.asarray(x) for x in jax.tree.leaves(jax.device_get(trainer.params))]
+        np.savez(os.path.join(directory, THETA0_FILE), *leaves)
+    summary["kind"] = kind
+    if evaluate and not summary["diverged"]:
+        test = load_examples(cfg, "test", int(config.mdm_variance.eval_examples))
+        summary["acc/theta0"] = greedy_accuracy(trainer, tokenizer, test, kind=kind,
+                                                config=finetune_base(config, kind), mask_id=mask_id)
+        print(f"[mdm_variance] theta0 ({kind}) greedy accuracy {summary['acc/theta0']:.3f}", flush=True)
+    write_summary(directory, summary)
+    trainer.close()
+    return summary
+
+
 def ensure_theta0(config, workdir: str, kind: str) -> str:
-    """Trains theta0 unless its folder already holds a summary; returns the folder."""
+    """The folder holding theta0: mdm_variance.theta0.run (a finished "mdm_variance/theta0" stage of this kind),
+    else trains theta0 unless its folder already holds a summary."""
+    run = config.mdm_variance.theta0.get("run", "")
+    if run:
+        path = os.path.join(run, "summary.json")
+        if not os.path.exists(path) or not os.path.exists(os.path.join(run, THETA0_FILE)):
+            raise FileNotFoundError(f"mdm_variance.theta0.run={run!r}: no finished theta0 stage there "
+                                    f"({THETA0_FILE} and summary.json)")
+        with open(path) as f:
+            stage_kind = json.load(f).get("kind", kind)
+        if stage_kind != kind:
+            raise ValueError(f"mdm_variance.theta0.run={run!r} holds a {stage_kind} theta0; this point needs {kind}")
+        return run
     directory = theta0_dir(config, workdir, kind)
     with file_lock(directory + ".lock"):
-        if os.path.exists(os.path.join(directory, "summary.json")):
-            return directory
-        opts = config.mdm_variance.theta0
-        cfg = theta0_config(config, kind)
-        os.makedirs(directory, exist_ok=True)
-        write_config(cfg, directory)
-        tokenizer = tokenizer_of(cfg, directory)
-        examples = load_examples(cfg, "train", int(opts.n_examples), int(opts.data_seed))
-        rows = make_rows(tokenizer, examples, int(cfg.data.seq_len), "mdm_variance theta0")
-        from shared.train.sft import SFTBatchIterator
-
-        train_iter = SFTBatchIterator(rows, int(opts.batch_size), seed=int(opts.seed))
-        factory = None
-        if kind == "mdm":
-            factory = mdm_loss_factory(cfg, mask_id=mask_id_for(cfg, tokenizer), eos_id=tokenizer.eos_id)
-        trainer = Trainer(cfg, directory, loss_fn_factory=factory)
-        print(f"[mdm_variance] theta0 ({kind}) -> {directory}: {opts.steps} steps", flush=True)
-        summary = trainer.fit(train_iter, [])
-        if jax.process_index() == 0:
-            leaves = [np.asarray(x) for x in jax.tree.leaves(jax.device_get(trainer.params))]
-            np.savez(os.path.join(directory, THETA0_FILE), *leaves)
-        write_summary(directory, summary)
-        trainer.close()
+        if not os.path.exists(os.path.join(directory, "summary.json")):
+            train_theta0(config, directory, kind)
         return directory
+
+
+@TASKS.register("mdm_variance/theta0")
+def theta0_stage(config, workdir: str) -> dict:
+    """Stage A in the workdir itself (module doc); a finished stage is not re-run."""
+    path = os.path.join(workdir, "summary.json")
+    if os.path.exists(path) and os.path.exists(os.path.join(workdir, THETA0_FILE)):
+        with open(path) as f:
+            return json.load(f)
+    use_compile_cache(config, workdir)
+    return train_theta0(config, workdir, kind_of(config), evaluate=True)
 
 
 THETA0_FILE = "theta0_params.npz"

@@ -34,3 +34,20 @@ def test_llada_style_sft_smoke(tmp_path):
     summary = launch("experiments/mdm_variance/llada8b_sft.py:smoke", tmp_path / "run")
     assert summary["steps"] == 3 and not summary["diverged"]
     assert 0.0 <= summary["eval/greedy_accuracy"] <= 1.0 and summary["eval/elbo"] > 0
+
+
+def test_theta0_stage_is_what_the_spec_points_start_from(tmp_path):
+    """variance.py:spec's wiring: a "mdm_variance/theta0" stage trains theta0 in its own workdir (with its greedy
+    accuracy), and points naming it by mdm_variance.theta0.run train no theta0 of their own; a point of the
+    other kind is refused."""
+    stage = launch("experiments/mdm_variance/variance.py:theta0_smoke", tmp_path / "stage")
+    assert stage["kind"] == "mdm" and stage["steps"] == 2 and 0.0 <= stage["acc/theta0"] <= 1.0
+    assert os.path.exists(tmp_path / "stage" / "theta0_params.npz")
+    run = f"--config.mdm_variance.theta0.run={tmp_path / 'stage'}"
+    var = launch("experiments/mdm_variance/variance.py:spec_smoke", tmp_path / "var", run, "--config.seed=1")
+    assert abs(var["total"] - var["sum"]) <= 0.1 * var["total"] and var["A"] > 0
+    assert not os.path.exists(tmp_path / "_theta0")  # nothing trained beside the stage
+    command = [sys.executable, "-m", "shared.launch", "--config=experiments/mdm_variance/variance.py:spec_acc_smoke",
+               f"--workdir={tmp_path / 'arm'}", "--config.mesh.preset=cpu_1", "--config.mdm_variance.method=arm", run]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode != 0 and "holds a mdm theta0; this point needs arm" in result.stderr
