@@ -47,7 +47,9 @@ ENTRIES = [
          results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
          state="ready", note="holistic vs rubric_pvr x 3 seeds, the smallest table that tests E3. 1 H200, "
          "2026-11-27: SFT stages 230 s (3 at once), RL points 240 s (6 at once); a 480 s budget ended with 5/9 "
-         "done (bundle 45.7 MiB, not kept): give it 560 s"),
+         "done (bundle 45.7 MiB, not kept): give it 560 s. rubric_pvr runs generated code in the namespace sandbox: "
+         "check `python -c 'from shared.rewards.sandbox import namespace_problem; print(namespace_problem())'` on "
+         "the machine first (None = available)"),
     dict(name="writing_zero_c1", config="experiments/writing_zero/table.py:c1",
          results="projects/writing_zero/results/c1", parallel=9, est_gpu_min=30, est_wall_min=10, state="ready",
          note="C1: BRPO vs round robin on the principled judge; the judges' stage metrics say first whether they learn"),
