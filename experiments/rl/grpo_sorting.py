@@ -24,3 +24,22 @@ def get_config(arg=None):
         c.rl.warmup_sft_steps = 300
         c.optim.lr = 3e-4
     return c
+
+
+# The eval metrics an RL run reports before and after RL (summary.json), in table order.
+COLUMNS = ["eval/test_accuracy_before", "eval/test_accuracy", "eval/test_pass@1_before", "eval/test_pass@1",
+           "eval/test_pass@8_before", "eval/test_pass@8", "eval/ood_accuracy_before", "eval/ood_accuracy"]
+
+
+def get_sweep(arg=None):
+    """The README's RL result: this config over 3 seeds (each seed its own SFT warm start and GRPO run), mean ± std.
+
+        python -m shared.sweep --config=experiments/rl/grpo_sorting.py --workdir=runs/grpo_sorting_seeds --parallel=3
+    """
+    return dict(
+        name="grpo_sorting_seeds",
+        points=[dict(name=f"seed{s}", overrides={"seed": s}, arg=arg, arm="grpo") for s in range(3)],
+        columns=COLUMNS, group=["arm"],
+        plot=dict(kind="bars", metric="eval/test_accuracy", title="GRPO on rl/sorting: greedy test accuracy "
+                  "after RL (mean ± std over 3 seeds)"),
+    )
