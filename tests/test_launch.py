@@ -116,7 +116,9 @@ def test_end_to_end_on_a_dummy_task(fixture_dir, tmp_path):
     # 8 devices although the environment set none: cpu_8's flags reached XLA before jax started.
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary == {"devices": 8, "steps": 3, "saw_config_json": True}
-    assert "final metrics:" in result.stdout
+    # a few human lines, not the one-line JSON (summary.json has every metric)
+    assert "final metrics:" not in result.stdout
+    assert f"[done] {spec}" in result.stdout and f"3 metrics in {workdir / 'summary.json'}" in result.stdout
     # config.json is the resolved config: variant, overrides and --mesh applied.
     expected = load_config(spec, ["train.steps=3", "optim.lr=0.01"])
     expected.mesh.preset = "cpu_8"

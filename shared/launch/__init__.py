@@ -186,11 +186,16 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
         record_changes(workdir, changes)
         write_config(config, workdir)
     try:
-        return TASKS.get(config.task)(config, workdir)
+        metrics = TASKS.get(config.task)(config, workdir)
     except (DataError, CheckpointMismatchError, CheckpointDamagedError) as e:
         if created and jax.process_index() == 0:
             fs.remove_tree(workdir)
         raise ConfigError(" ".join(str(e).split())) from None
+    if metrics and jax.process_index() == 0 and not fs.exists(fs.join(workdir, "summary.json")):
+        from shared.train import write_summary  # a task that returned its metrics without writing them
+
+        write_summary(workdir, metrics)
+    return metrics
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -220,7 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return e.exit_code
     if metrics:
-        print("final metrics: " + json.dumps(metrics, sort_keys=True, default=str))
+        from shared.launch.summary import render
+
+        if os.environ.get("SHARED_LAUNCH_METRICS_JSON"):  # machine-readable, for tests of several processes
+            print("final metrics: " + json.dumps(metrics, sort_keys=True, default=str))
+        import jax
+
+        if jax.process_index() == 0:
+            print(render(metrics, fv.workdir, fv.config), flush=True)
     return 0
 
 
