@@ -61,7 +61,6 @@ def get_config(arg=None):
         c.train.eval_batches = 1
         c.train.checkpoint_every = 3
         c.train.sample_tokens = 8
-        c.train.progress = False
     elif arg is not None:
         raise ValueError(f"experiments/quickstart.py: unknown variant {arg!r} (known: smoke)")
     return c

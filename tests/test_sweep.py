@@ -502,3 +502,15 @@ def test_a_stage_reference_must_name_an_earlier_stage(tmp_path):
     '''))
     with pytest.raises(ValueError, match="names stage 'b', which is not a stage listed before it"):
         load_sweep(str(table))
+
+
+def test_a_point_end_line_names_its_main_metric_the_count_and_an_eta(tmp_path):
+    from shared.sweep.report import progress_note
+    from shared.sweep.table import Sweep
+
+    sweep = Sweep(name="t", points=[], columns=["eval/missing", "eval/loss", "diverged"], group=[], plot=None,
+                  config_file="x.py", config_arg=None, get_config=lambda arg=None: None)
+    (tmp_path / "summary.json").write_text('{"eval/loss": 1.4271996, "diverged": false}')
+    # 2 of 6 points ended after 100 s: 4 left at 50 s each
+    assert progress_note(sweep, str(tmp_path), 2, 6, 100.0) == " | eval/loss 1.427 | 2/6 run, ETA 3m20s"
+    assert progress_note(sweep, str(tmp_path / "failed"), 6, 6, 100.0) == " | 6/6 run"

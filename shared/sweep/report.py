@@ -64,6 +64,31 @@ def column_value(summary: Mapping | None, metrics: list[dict], column: str) -> A
     return None
 
 
+def point_metric(sweep: Sweep, point_dir: str) -> str:
+    """"<column> <value>" of a finished point's first numeric column (its summary.json), or ""."""
+    try:
+        summary = read_json(os.path.join(point_dir, "summary.json"))
+    except ValueError:
+        return ""
+    for column in sweep.columns:
+        value = _number(column_value(summary, [], column))
+        if value is not None:
+            return f"{column} {value:.4g}"
+    return ""
+
+
+def progress_note(sweep: Sweep, point_dir: str, done: int, to_run: int, elapsed: float) -> str:
+    """What the sweep adds to a point's end line: its main metric, the count of this invocation's points ended
+    and an ETA for the rest (the wall time per ended point so far, so parallel points are accounted for)."""
+    from shared.launch.summary import duration
+
+    parts = [m for m in [point_metric(sweep, point_dir)] if m]
+    left = max(0, to_run - done)
+    eta = f", ETA {duration(elapsed / done * left)}" if done and left else ""
+    parts.append(f"{done}/{to_run} run{eta}")
+    return " | " + " | ".join(parts)
+
+
 # -- rows and aggregation ---------------------------------------------------------------------------------
 def collect_rows(sweep: Sweep, workdir: str, outcomes: Mapping) -> list[dict]:
     """One dict per point: name, status, the override values, arg (if any point has one), the columns."""

@@ -225,6 +225,7 @@ class Trainer:
         device_kind = jax.devices()[0].device_kind
         peak = peak_flops_per_device(device_kind)
         progress = ProgressBar(total, self.start_step, enabled=self.is_main and cfg.progress)
+        progress.start()
         preempted = install_preemption_handler()
         wall_start = time.time()
         window_start, window_steps = time.time(), 0
