@@ -1,5 +1,5 @@
 """Run untrusted Python (a judge-written checker, a verifiable rubric) in a subprocess sandbox, and the verifiable
-gates of OpenRS (spec /work/shared/papers/openrs.md 1.2 steps 1-2) built on it.
+gates of OpenRS (spec ../shared/papers/openrs.md 1.2 steps 1-2) built on it.
 
   run_python(code, calls, entry="check", timeout_s, memory_mb) -> SandboxResult
       One child process (`python -I -B`, cwd = a fresh temporary folder, a minimal environment) runs `code`, then
