@@ -117,10 +117,26 @@ def initialize_distributed(environ=os.environ) -> None:
 # ----------------------------------------------------------------------------- projects
 
 
-def list_registries(out=sys.stdout) -> int:
-    """Prints every registry with its names, after importing the built-ins and every project."""
+LIST_WIDTH = 100  # --list's line width when the output is not a terminal (a file, WORKSPACE.md's block)
+
+
+def list_registries(out=sys.stdout, width: int | None = None) -> int:
+    """Prints every registry with its names, after importing the built-ins and every project; lines wrap at
+    `width` (default: the terminal's width, LIST_WIDTH when `out` is not a terminal), names indented below."""
+    import shutil
+    import textwrap
+
     from shared.registry import ALL_REGISTRIES, CONFIG_KEYS
     from tpu_configs.presets import PRESETS
+
+    if width is None:
+        is_tty = getattr(out, "isatty", lambda: False)()
+        width = shutil.get_terminal_size((LIST_WIDTH, 24)).columns if is_tty else LIST_WIDTH
+    width = max(40, width)
+
+    def show(line: str) -> None:
+        print(textwrap.fill(line, width=width, subsequent_indent="    ", break_on_hyphens=False,
+                            break_long_words=False), file=out)
 
     status = 0
     for project in known_projects():
@@ -132,8 +148,8 @@ def list_registries(out=sys.stdout) -> int:
     for kind, reg in ALL_REGISTRIES.items():
         names = reg.names()
         key = f" [{CONFIG_KEYS[kind]}]" if kind in CONFIG_KEYS else ""
-        print(f"{kind} ({len(names)}){key}: {', '.join(names) or '-'}", file=out)
-    print(f"mesh preset ({len(PRESETS)}) [--mesh / mesh.preset]: {', '.join(sorted(PRESETS))}", file=out)
+        show(f"{kind} ({len(names)}){key}: {', '.join(names) or '-'}")
+    show(f"mesh preset ({len(PRESETS)}) [--mesh / mesh.preset]: {', '.join(sorted(PRESETS))}")
     return status
 
 
