@@ -75,7 +75,6 @@ def sft_config(smoke: bool) -> ml_collections.ConfigDict:
     c.optim.lr = 1e-3 if smoke else 5e-4
     c.optim.warmup_steps = 1 if smoke else 100
     c.optim.weight_decay = 0.0
-    if smoke:
     return c
 
 
