@@ -203,8 +203,8 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
         write_config(config, workdir)
     try:
         metrics = TASKS.get(config.task)(config, workdir)
-    except (DataError, CheckpointMismatchError, CheckpointDamagedError) as e:
-        if created and jax.process_index() == 0:
+    except (DataError, CheckpointMismatchError, CheckpointDamagedError, ConfigError) as e:
+        if created and jax.process_index() == 0:  # the task refused its input: leave no workdir behind
             fs.remove_tree(workdir)
         raise ConfigError(" ".join(str(e).split())) from None
     if metrics and jax.process_index() == 0 and not fs.exists(fs.join(workdir, "summary.json")):
