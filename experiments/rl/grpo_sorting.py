@@ -1,13 +1,15 @@
-"""Quick RL on CPU: SFT warm start on rl/sorting, then GRPO raises greedy accuracy and pass@1 (a few minutes).
+"""Quick RL on CPU: SFT warm start on rl/sorting, then GRPO raises greedy accuracy and pass@1.
 
     python -m shared.launch --config=experiments/rl/grpo_sorting.py --workdir=runs/grpo_sorting
     python -m shared.launch --config=experiments/rl/grpo_sorting.py:smoke --workdir=/tmp/grpo_sorting_smoke
 
 Same policy and GRPO settings as experiments/rl/grpo_arithmetic.py, on "Q: sort 5 2 8 1\\nA:" -> " 1 2 5 8"
 (3-6 digits; ood = 8-10 digits). 300 SFT steps leave the policy imperfect; 60 GRPO steps (16 prompts x 8
-samples, reward = exact sorted list) then raise it. One run on the 2-core CPU development machine (files in
-experiments/rl/results/grpo_sorting_cpu/): greedy test accuracy 0.625 before RL -> 0.815 after 60 RL steps,
-pass@1 0.362 -> 0.602, pass@8 0.815 -> 0.93; ood (8-10 digits) stays at 0: the policy never saw lists that long.
+samples, reward = exact sorted list) then raise it. One run on the idle 2-core CPU development machine (files in
+experiments/rl/results/grpo_sorting_cpu/; RL phase 187 s): greedy test accuracy 0.625 before RL -> 0.815 after 60 RL
+steps, pass@1 0.362 -> 0.602, pass@8 0.815 -> 0.93; ood (8-10 digits) stays at 0: the policy never saw lists that
+long. One seed on one machine: other machines give other numbers (README.md, "What is deterministic"); get_sweep()
+is the 3-seed table (not run yet).
 """
 import ml_collections
 
