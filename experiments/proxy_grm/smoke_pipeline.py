@@ -2,11 +2,11 @@
 experiments/proxy_grm/table.py. Variants: proxy_sft, proxy_rl (the proxies), grm_sft (the cold start), and
 grm_<arm> (arm in B, C, D, E3, E7: GRPO from a cold start, needs --config.train.init_from=run:<grm_sft workdir>
 and --config.proxy_grm.proxy_run=<proxy workdir>; launched without them it says so in one line); each with a
-"_smoke" twin (8 CPU devices, seconds); the default (no variant) is grm_C.
+"_smoke" twin (8 CPU devices, a minute or more: mostly compilation); the default (no variant) is grm_C.
 
 `:smoke` is the whole pipeline at smoke size as one launch (task "sweep", shared/sweep/task.py): the proxy, the
-cold start, then arm C reading both, each in its own folder under the workdir (a few minutes on 2 CPU cores, mostly
-compilation; tests/test_pipeline_smokes.py runs it):
+cold start, then arm C reading both, each in its own folder under the workdir (8.4 min on the 2-core development
+machine shared with other jobs, mostly compilation; tests/test_pipeline_smokes.py runs it):
 
     python -m shared.launch --config=experiments/proxy_grm/smoke_pipeline.py:smoke --workdir=runs/pg
 

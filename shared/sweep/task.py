@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from shared.registry import TASKS
 
@@ -38,6 +39,7 @@ def sweep_task(config, workdir: str) -> dict:
     if not os.path.isabs(path) and not os.path.exists(path + ".py"):
         path = os.path.join(REPO_ROOT, path)
     table = f"{path}.py" + (f":{arg}" if sep else "")
+    start = time.time()
     result = run_sweep(table, workdir)
     if not result.ok:
         names = ", ".join(o.name for o in result.failed)
@@ -45,7 +47,7 @@ def sweep_task(config, workdir: str) -> dict:
               flush=True)
         sys.exit(1)
     sweep_columns = _columns(table)
-    summary = {"sweep/points": len(result.outcomes)}
+    summary = {"sweep/points": len(result.outcomes), "wall_time_s": time.time() - start}
     for name, outcome in result.outcomes.items():
         point_summary = report.read_json(os.path.join(workdir, name, "summary.json")) or {}
         summary.update({f"{name}/{col}": point_summary[col] for col in sweep_columns if col in point_summary})
