@@ -3,7 +3,7 @@
     python -m shared.launch --config=experiments/quickstart.py --workdir=runs/quickstart
 
 Trains a ~1.7M-parameter byte-level Llama-style model for 300 steps on one CPU device (78 s on the idle 2-core
-development machine; about 11 min on the same machine shared with other jobs, see README.md): the loss
+development machine; 14.5 min on the same machine shared with other jobs, see README.md): the loss
 falls from ~5.9 (uniform over the 384 ids) to below 2 nats/byte (train ~1.7, eval ~1.4 at step 300),
 TensorBoard logs go to <workdir>/tb, and the run ends by sampling a completion of `def ` from the trained
 model. `:smoke` is the CI variant (8 fake CPU devices, data=2 fsdp=2 tensor=2, a few steps).
