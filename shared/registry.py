@@ -27,6 +27,7 @@ BUILTIN_MODULES = (
     "shared.rm",             # the rm task and its loss-hook registry
     "shared.diffusion",      # masked diffusion: the mdm task, t-samplers and mask-samplers
     "shared.judges",         # model-backed rewards: model/scalar_rm, model/pairwise_judge
+    "shared.sweep.task",     # the sweep task: a pipeline (a table's stages and points) as one launch
 )
 _builtins_state = {"loaded": False, "loading": False}
 

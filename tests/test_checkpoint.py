@@ -460,3 +460,33 @@ def test_trainer_resumes_from_the_newest_checkpoint_that_loads(tmp_path, capsys)
          f"(damaged copy moved to {directory}/4.damaged)")]
     assert f"[train] resumed from {directory}/2 (step 2)" in captured.out
     resumed.close()
+
+
+def test_a_warm_start_says_warm_start_never_resumed(tmp_path, capsys):
+    """train.init_from=run:<other run> reads the other run's checkpoint: the line names that run as a warm start,
+    so it never reads as if this run resumed from another run's folder."""
+    import shared.builtin  # noqa: F401
+    from shared.config.base import base_config
+    from shared.train import Trainer
+    from shared.train.tasks import run_params
+
+    c = base_config()
+    c.model.update(vocab_size=384, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=8, d_ff=32,
+                   dtype="float32", remat="none")
+    c.train.update(steps=4, batch_size=2, progress=False, async_checkpoint=False)
+    c.optim.warmup_steps = 1
+    c.mesh.preset = "cpu_1"
+    source_dir = str(tmp_path / "sft")
+    mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1, 1), ("data", "fsdp", "tensor"))
+    source = Trainer(c, source_dir, mesh=mesh)
+    source.state["step"] = jax.device_put(jnp.asarray(3, jnp.int32), source.state["step"].sharding)
+    assert source.save(3)
+    source.close()
+    with open(os.path.join(source_dir, "config.json"), "w") as f:
+        f.write(c.to_json_best_effort())
+    capsys.readouterr()
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), source.params)
+    run_params(source_dir, abstract)
+    out = capsys.readouterr().out
+    assert f"[train] warm start from {source_dir} (step 3)" in out
+    assert "resumed from" not in out

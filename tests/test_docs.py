@@ -47,3 +47,21 @@ def test_workspace_registry_listing_is_generated_and_current():
     out = subprocess.run([sys.executable, "-m", "shared.launch.workspace", "--check"], cwd=REPO, capture_output=True,
                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": REPO})
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_no_absolute_machine_paths_in_docs_and_docstrings():
+    """Specs and data are cited relative to the repo (`../shared/papers/<paper>.md`), never by an absolute path
+    of the machine a file was written on. Tool-written files (manifests, CSVs) are not checked."""
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files", "*.py", "*.md", "*.sh", "*.toml"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    pattern = re.compile(r"(?<![\w.~])/(?:" + "|".join(["wo" + "rk", "ho" + "me", "Us" + "ers"]) + r")/\w")
+    bad = []
+    for name in files:
+        path = os.path.join(REPO, name)
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            bad += [f"{name}:{i}: {line.strip()[:120]}" for i, line in enumerate(f, 1) if pattern.search(line)]
+    assert not bad, "absolute machine paths (cite ../shared/papers/<paper>.md instead):\n" + "\n".join(bad)

@@ -116,7 +116,9 @@ def test_end_to_end_on_a_dummy_task(fixture_dir, tmp_path):
     # 8 devices although the environment set none: cpu_8's flags reached XLA before jax started.
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary == {"devices": 8, "steps": 3, "saw_config_json": True}
-    assert "final metrics:" in result.stdout
+    # a few human lines, not the one-line JSON (summary.json has every metric)
+    assert "final metrics:" not in result.stdout
+    assert f"[done] {spec}" in result.stdout and f"3 metrics in {workdir / 'summary.json'}" in result.stdout
     # config.json is the resolved config: variant, overrides and --mesh applied.
     expected = load_config(spec, ["train.steps=3", "optim.lr=0.01"])
     expected.mesh.preset = "cpu_8"
@@ -217,8 +219,11 @@ def test_list_prints_every_registry(fixture_dir):
     assert result.returncode == 0, result.stderr
     listed = {line.split(" (")[0] for line in result.stdout.splitlines()}
     assert set(ALL_REGISTRIES) | {"mesh preset"} <= listed
-    presets_line = next(line for line in result.stdout.splitlines() if line.startswith("mesh preset"))
-    assert all(name in presets_line for name in PRESETS)
+    presets = result.stdout.split("mesh preset", 1)[1]  # wrapped: the names continue on indented lines
+    assert all(name in presets for name in PRESETS)
+    # lines wrap (100 columns off a terminal, e.g. piped); a wrapped entry goes on indented lines
+    assert max(len(line) for line in result.stdout.splitlines()) <= 100
+    assert any(line.startswith("    ") for line in result.stdout.splitlines())
 
 
 # ----------------------------------------------------------------------------- launcher pieces

@@ -259,3 +259,13 @@ def test_progress_bar_tty_redraws_one_line():
     off.update(1, loss=1.0)
     off.close()
     assert quiet.getvalue() == ""
+
+
+def test_progress_bar_says_it_started_before_the_first_step_compiles():
+    stream = io.StringIO()
+    bar = ProgressBar(300, initial_step=100, stream=stream)
+    bar.start()
+    assert stream.getvalue() == "step 100/300: starting (the first step compiles; progress lines follow)\n"
+    done, quiet = ProgressBar(3, initial_step=3, stream=io.StringIO()), ProgressBar(3, enabled=False, stream=stream)
+    done.start(), quiet.start()  # nothing left to run / progress off: no line
+    assert done.stream.getvalue() == "" and stream.getvalue().count("\n") == 1

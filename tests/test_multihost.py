@@ -25,7 +25,7 @@ def _free_port() -> int:
 
 def _launch(workdir: str, devices: int, extra_env: dict, *extra_args: str) -> subprocess.Popen:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
-           **extra_env}
+           "SHARED_LAUNCH_METRICS_JSON": "1", **extra_env}
     return subprocess.Popen([sys.executable, "-m", "shared.launch", f"--config={CONFIG}", f"--workdir={workdir}",
                              *OVERRIDES, *extra_args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

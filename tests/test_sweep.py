@@ -501,3 +501,56 @@ def test_a_stage_reference_must_name_an_earlier_stage(tmp_path):
     '''))
     with pytest.raises(ValueError, match="names stage 'b', which is not a stage listed before it"):
         load_sweep(str(table))
+
+
+def test_a_point_end_line_names_its_main_metric_the_count_and_an_eta(tmp_path):
+    from shared.sweep.report import progress_note
+    from shared.sweep.table import Sweep
+
+    sweep = Sweep(name="t", points=[], columns=["eval/missing", "eval/loss", "diverged"], group=[], plot=None,
+                  config_file="x.py", config_arg=None, get_config=lambda arg=None: None)
+    (tmp_path / "summary.json").write_text('{"eval/loss": 1.4271996, "diverged": false}')
+    # 2 of 6 points ended after 100 s: 4 left at 50 s each
+    assert progress_note(sweep, str(tmp_path), 2, 6, 100.0) == " | eval/loss 1.427 | 2/6 run, ETA 3m20s"
+    assert progress_note(sweep, str(tmp_path / "failed"), 6, 6, 100.0) == " | 6/6 run"
+
+
+def test_plots_a_person_can_read(tmp_path):
+    """Axis labels with units, a title naming the table and the metric, error bars over seeds, log x for a
+    log-spaced swept value."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from shared.sweep import report
+    from shared.sweep.table import Point, Sweep
+
+    assert report.axis_label("eval/loss") == "eval/loss (nats per token)"
+    assert report.axis_label("eval/test_accuracy") == "eval/test_accuracy (fraction)"
+    assert report.axis_label("step") == "training step" and report.axis_label("optim.lr") == "peak learning rate"
+    assert report.log_spaced([1e-4, 3e-4, 1e-3, 3e-3]) and not report.log_spaced([1, 2, 3, 4, 5])
+
+    points = [Point(f"lr{lr:g}_s{s}", {"optim.lr": lr, "seed": s}, None) for lr in (1e-4, 1e-3, 1e-2) for s in (0, 1)]
+    sweep = Sweep(name="lr_table", points=points, columns=["eval/loss"], group=["optim.lr"],
+                  plot={"kind": "xy", "metric": "eval/loss", "x": "optim.lr", "label": None}, config_file="x.py",
+                  config_arg=None, get_config=lambda arg=None: None)
+    rows = [{"name": p.name, "status": "finished", "eval/loss": 2.0 + p.overrides["seed"], "_summary": {}}
+            for p in points]
+    saved = {}
+    original = plt.Figure.savefig
+
+    def keep(fig, path, **kwargs):
+        saved["ax"] = fig.axes[0]
+        return original(fig, path, **kwargs)
+
+    plt.Figure.savefig = keep
+    try:
+        path = report.plot(sweep, str(tmp_path), rows, report.aggregate(sweep, rows))
+    finally:
+        plt.Figure.savefig = original
+    ax = saved["ax"]
+    assert os.path.exists(path) and path.endswith("lr_table.png")
+    assert ax.get_title() == "lr_table: eval/loss, mean ± std over seeds"
+    assert ax.get_xlabel() == "peak learning rate" and ax.get_ylabel() == "eval/loss (nats per token)"
+    assert ax.get_xscale() == "log"
+    assert len(ax.containers) == 1 and ax.containers[0].has_yerr  # error bars over the 2 seeds

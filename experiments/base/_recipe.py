@@ -49,7 +49,6 @@ def smoke(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     c.data.greedy_eval_examples = 8
     c.train.steps, c.train.batch_size, c.train.eval_every, c.train.checkpoint_every = 3, 8, 3, 3
     c.optim.warmup_steps = 1
-    c.train.progress = False
     return c
 
 

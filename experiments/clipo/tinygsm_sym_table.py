@@ -129,7 +129,6 @@ def get_config(arg=None):
         c.rl.eval_every = 100
         c.train.steps = 2               # one head-only step, one policy step
         c.train.checkpoint_every = 2
-        c.train.progress = False
     elif arg is not None:
         raise ValueError(f"experiments/clipo/tinygsm_sym_table.py: unknown variant {arg!r} "
                          "(known: smoke, spec, spec_smoke, base, base_smoke)")

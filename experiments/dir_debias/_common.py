@@ -51,7 +51,6 @@ def tiny_rm_config(seq_len: int):
     c.train.eval_every = 250
     c.train.checkpoint_every = 1000
     c.train.keep_checkpoints = 1
-    c.train.progress = False
     c.mesh.preset = "gpu_1"
     return c
 

@@ -118,6 +118,5 @@ def smoke(c):
     c.train.log_every = 1
     c.train.eval_every = 2
     c.train.checkpoint_every = 2
-    c.train.progress = False
     c.optim.warmup_steps = 1
     return c

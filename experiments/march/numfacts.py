@@ -75,7 +75,7 @@ def sft_config(size: str) -> ml_collections.ConfigDict:
         c.data.n_train, c.data.seq_len = 48, 512
         c.data.task_options.max_docs = 4
         c.train.steps, c.train.batch_size, c.train.eval_every, c.train.eval_batches = 2, 8, 2, 1
-        c.train.checkpoint_every, c.train.log_every, c.train.progress = 2, 1, False
+        c.train.checkpoint_every, c.train.log_every = 2, 1
         c.optim.warmup_steps = 1
     return c
 
@@ -149,7 +149,7 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
         for role in ("solver", "proposer", "checker"):
             c.agent.roles[role].max_turn_tokens = 16
             c.agent.roles[role].context_slots = 512 + 16
-        c.train.steps, c.train.log_every, c.train.checkpoint_every, c.train.progress = 2, 1, 2, False
+        c.train.steps, c.train.log_every, c.train.checkpoint_every = 2, 1, 2
         c.optim.warmup_steps = 0
     return c
 

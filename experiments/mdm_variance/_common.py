@@ -44,7 +44,6 @@ def small_config(task: str = "t1", smoke: bool = False) -> ml_collections.Config
     c.train.batch_size = 64
     c.train.log_every = 50
     c.train.checkpoint_every = 100000   # the end only: seeds are short, a rerun redoes an unfinished seed
-    c.train.progress = False
     c.mdm_variance.theta0.steps = 1500
     c.mdm_variance.theta0.batch_size = 128
     c.mdm_variance.theta0.lr = 1e-3

@@ -84,5 +84,5 @@ def get_config(arg=None):
         c.data.n_train = 64
         c.data.greedy_eval_examples = 8
         c.train.steps, c.train.batch_size, c.train.micro_batches = 3, 8, 2
-        c.train.eval_batches, c.train.eval_every, c.train.log_every, c.train.progress = 1, 3, 1, False
+        c.train.eval_batches, c.train.eval_every, c.train.log_every = 1, 3, 1
     return c

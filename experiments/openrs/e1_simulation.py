@@ -1,4 +1,4 @@
-"""OpenRS E1 (/work/shared/papers/openrs.md section 4): aggregation and debiasing mechanics in simulation, CPU only.
+"""OpenRS E1 (../shared/papers/openrs.md section 4): aggregation and debiasing mechanics in simulation, CPU only.
 
     python -m shared.sweep --config=experiments/openrs/e1_simulation.py --workdir=runs/openrs/e1_simulation
     python -m shared.launch --config=experiments/openrs/e1_simulation.py --workdir=runs/openrs/e1_one   # arm d, seed 0

@@ -1,4 +1,4 @@
-"""OpenRS E2 (/work/shared/papers/openrs.md section 4): learned tiny judges on RubricWorld (proxy_grm.md 4.2),
+"""OpenRS E2 (../shared/papers/openrs.md section 4): learned tiny judges on RubricWorld (proxy_grm.md 4.2),
 a holistic pairwise judge vs a per-criterion comparator on a rubric with OpenRS's external aggregation and
 bidirectional rule, ID and OOD (unseen keyword triples, STYLE shortcut reversed). CPU, minutes.
 

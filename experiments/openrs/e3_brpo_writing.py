@@ -1,4 +1,4 @@
-"""OpenRS E3 (/work/shared/papers/openrs.md section 4): the rubric verdict as BRPO's reward on ConstraintWriting
+"""OpenRS E3 (../shared/papers/openrs.md section 4): the rubric verdict as BRPO's reward on ConstraintWriting
 (writing_zero_brpo.md 4.2), against a holistic pairwise judge with the same error sources.
 
     python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py --workdir=runs/openrs/e3 --parallel=8

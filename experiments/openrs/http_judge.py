@@ -1,5 +1,5 @@
 """The OpenRS judge (shared/judges/rubric.py RubricJudge) on an OpenAI-compatible endpoint, over a pair set
-(projects/openrs/judge_eval.py): E4 of /work/shared/papers/openrs.md section 4 once an endpoint exists.
+(projects/openrs/judge_eval.py): E4 of ../shared/papers/openrs.md section 4 once an endpoint exists.
 
     JUDGE_BASE_URL=http://127.0.0.1:8000/v1 JUDGE_MODEL=Qwen/Qwen3-30B-A3B-Instruct-2507 \
         python -m shared.launch --config=experiments/openrs/http_judge.py --workdir=runs/openrs/hh_judge

@@ -59,7 +59,17 @@ COLUMNS = [f"grm/{s}_{m}" for m in ("acc", "rubric_f1", "transfer_a", "transfer_
 
 
 def get_config(arg=None):
-    """Variants (each also "<variant>_smoke"): grm_<arm> (default grm_C), proxy_sft, proxy_rl, proxy_a, grm_sft."""
+    """Variants (each also "<variant>_smoke"): grm_<arm> (default grm_C), proxy_sft, proxy_rl, proxy_a, grm_sft.
+    "smoke" alone is the smoke table as one launch (task "sweep": its stages, then arms A, B, C)."""
+    if arg == "smoke":
+        import ml_collections
+
+        from shared.config.base import base_config
+
+        c = base_config()
+        c.project, c.task, c.mesh.preset = "proxy_grm", "sweep", "cpu_8"
+        c.sweep = ml_collections.ConfigDict(dict(table="experiments/proxy_grm/table.py:smoke"))
+        return c
     arg = arg or "grm_C"
     smoke = arg == "smoke" or arg.endswith("_smoke")
     base = "grm_C" if arg == "smoke" else arg[:-len("_smoke")] if arg.endswith("_smoke") else arg

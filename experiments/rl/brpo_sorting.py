@@ -3,7 +3,7 @@
     python -m shared.launch --config=experiments/rl/brpo_sorting.py --workdir=runs/brpo_sorting
     python -m shared.launch --config=experiments/rl/brpo_sorting.py:smoke --workdir=/tmp/brpo_sorting_smoke
 
-Writing-Zero's BRPO (/work/shared/papers/writing_zero_brpo.md 1.2; shared/rl/pairwise.py): each step a random
+Writing-Zero's BRPO (../shared/papers/writing_zero_brpo.md 1.2; shared/rl/pairwise.py): each step a random
 member of every group is the reference, the other G-1 completions are judged against it (B(G-1) judge calls in
 one batch, the reference's slot randomised: swap="random"), A = +1 / -1 / 0 (BRPO-raw; "brpo-norm",
 "round-robin" and "fixed-reference" are the other estimators), DAPO's dynamic sampling on the non-reference

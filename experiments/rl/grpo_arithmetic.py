@@ -73,7 +73,6 @@ def get_config(arg=None):
         c.train.steps = 2
         c.train.log_every = 1
         c.train.checkpoint_every = 1
-        c.train.progress = False
     elif arg is not None:
         raise ValueError(f"experiments/rl/grpo_arithmetic.py: unknown variant {arg!r} (known: smoke)")
     return c

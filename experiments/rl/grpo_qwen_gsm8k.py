@@ -95,7 +95,6 @@ def smoke(c):
     c.train.steps = 2
     c.train.log_every = 1
     c.train.checkpoint_every = 2
-    c.train.progress = False
     c.optim.warmup_steps = 1
     c.mesh.preset = "cpu_8"
     return c

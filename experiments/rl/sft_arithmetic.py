@@ -69,7 +69,6 @@ def get_config(arg=None):
         c.train.eval_every = 3
         c.train.eval_batches = 1
         c.train.checkpoint_every = 3
-        c.train.progress = False
         c.optim.warmup_steps = 2
     elif arg is not None:
         raise ValueError(f"experiments/rl/sft_arithmetic.py: unknown variant {arg!r} (known: smoke)")

@@ -82,7 +82,6 @@ def small_config(arg, file: str):
     c.train.eval_batches = 8
     c.train.checkpoint_every = STEPS  # one checkpoint at the end: the points are short
     c.train.keep_checkpoints = 1
-    c.train.progress = False
     c.train.nan_policy = "stop"
     c.train.diverge_loss = DIVERGE_LOSS
     if arg == "smoke":
@@ -103,7 +102,6 @@ def apply_smoke(c) -> None:
     c.data.seq_len, c.data.max_docs = 64, 40
     c.train.steps, c.train.batch_size, c.train.micro_batches, c.train.eval_batches = 4, 8, 1, 1
     c.train.log_every, c.train.eval_every, c.train.checkpoint_every = 2, 4, 4
-    c.train.progress = False
     c.optim.warmup_steps = 1
     c.optim.lr = 1e-2  # so that 4 steps visibly learn (the smoke test checks it)
 

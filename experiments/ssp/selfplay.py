@@ -75,8 +75,6 @@ def sft_config(smoke: bool) -> ml_collections.ConfigDict:
     c.optim.lr = 1e-3 if smoke else 5e-4
     c.optim.warmup_steps = 1 if smoke else 100
     c.optim.weight_decay = 0.0
-    if smoke:
-        c.train.progress = False
     return c
 
 
@@ -114,7 +112,6 @@ def rl_config(smoke: bool, steps: int = RL_STEPS) -> ml_collections.ConfigDict:
     c.optim.grad_clip = 1.0
     if smoke:
         c.agent.roles.solver.group_size = 2
-        c.train.progress = False
     return c
 
 

@@ -1,4 +1,4 @@
-"""Writing-Zero at the paper's scale (spec /work/shared/papers/writing_zero_brpo.md 1.2-1.4): BRPO on a Qwen2.5-7B
+"""Writing-Zero at the paper's scale (spec ../shared/papers/writing_zero_brpo.md 1.2-1.4): BRPO on a Qwen2.5-7B
 *base* policy from HF weights (no SFT: the "-Zero" recipe), the reward a generative pairwise judge at an
 OpenAI-compatible endpoint (shared.judges' HTTPJudge: principles, critique, a 10-point score split), 8 GPUs.
 

@@ -1,4 +1,4 @@
-"""Writing-Zero's small-scale matrix (spec /work/shared/papers/writing_zero_brpo.md 4.3-4.6): runs R0-R8 (with R3n) on
+"""Writing-Zero's small-scale matrix (spec ../shared/papers/writing_zero_brpo.md 4.3-4.6): runs R0-R8 (with R3n) on
 ConstraintWriting, 3 seeds, judged against claims C1 and C2 of spec 4.6 in projects/writing_zero/README.md.
 
     python -m shared.sweep --config=experiments/writing_zero/table.py --workdir=runs/writing_zero/table --parallel=12

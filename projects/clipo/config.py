@@ -119,7 +119,6 @@ def tiny_smoke_run(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     c.rl.prompts_per_step, c.rl.group_size, c.rl.max_new_tokens = 4, 4, 8
     c.rl.eval_every = 100
     c.train.steps, c.train.log_every, c.train.checkpoint_every = 2, 1, 2
-    c.train.progress = False
     c.optim.warmup_steps = 1
     return c
 

@@ -1,5 +1,5 @@
 """OpenRS (arXiv 2602.14069): pairwise adaptive meta-rubrics with external veto aggregation and pointwise
-verifiable rubrics. Spec: /work/shared/papers/openrs.md. The library is shared/judges/rubric.py (data model,
+verifiable rubrics. Spec: ../shared/papers/openrs.md. The library is shared/judges/rubric.py (data model,
 parsing, aggregation, bidirectional rule, RubricJudge) and shared/rewards/sandbox.py (sandbox, GT and constraint
 gates); this package is the paper's glue (see README.md):
 

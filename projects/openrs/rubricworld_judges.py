@@ -1,4 +1,4 @@
-"""E2 of /work/shared/papers/openrs.md section 4: learned tiny judges on RubricWorld (proxy_grm.md 4.2,
+"""E2 of ../shared/papers/openrs.md section 4: learned tiny judges on RubricWorld (proxy_grm.md 4.2,
 projects/proxy_grm/rubricworld.py): a holistic pairwise judge against a per-criterion comparator applied to a rubric
 with OpenRS's external aggregation, in distribution and out of it (unseen keyword triples, STYLE shortcut reversed).
 

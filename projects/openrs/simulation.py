@@ -1,4 +1,4 @@
-"""E1 of /work/shared/papers/openrs.md section 4: aggregation and debiasing mechanics in simulation (numpy,
+"""E1 of ../shared/papers/openrs.md section 4: aggregation and debiasing mechanics in simulation (numpy,
 vectorised over pairs and criteria; 100k pairs x 5 error rates in about a second).
 
 Latent truth per pair (every arm of a seed sees the same draws: arms are paired by seed):

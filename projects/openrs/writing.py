@@ -1,4 +1,4 @@
-"""E3 of /work/shared/papers/openrs.md section 4: the OpenRS verdict as BRPO's reward on ConstraintWriting
+"""E3 of ../shared/papers/openrs.md section 4: the OpenRS verdict as BRPO's reward on ConstraintWriting
 (projects/writing_zero/constraint_writing.py), against a holistic pairwise judge with the same error sources.
 
 Judges (both simulate a judge LLM from the oracle's components, with an error rate, writing_zero's annotator bias

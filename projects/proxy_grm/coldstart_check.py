@@ -53,7 +53,6 @@ def main(argv=None) -> None:
     for steps in (int(s) for s in args.steps.split(",")):
         c = pg_config.grm_sft_config()
         c.mesh.preset = "cpu_1"
-        c.train.progress = False
         c.data.task_options.type_inference = args.type_inference
         c.data.greedy_eval_examples = 0
         c.model.d_model, c.model.n_layers = args.d_model, args.n_layers

@@ -74,7 +74,6 @@ def _common(smoke: bool):
     c.train.log_every = 25
     c.mesh.preset = "cpu_8" if smoke else "gpu_1"
     if smoke:
-        c.train.progress = False
         c.train.log_every = 1
     return c
 

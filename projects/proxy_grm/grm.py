@@ -63,8 +63,29 @@ def check_world(config) -> None:
                          f"{data_world!r}: set both (projects/proxy_grm/config.py world_overrides)")
 
 
+def check_earlier_runs(config) -> None:
+    """A GRM arm starts from two earlier runs; without them, one line naming the commands that make them."""
+    from shared.config import ConfigError
+
+    missing = []
+    if not str(config.train.init_from):
+        missing.append("train.init_from (run:<the grm_sft cold start>)")
+    needs_proxy = any(spec[0] == PROXY and not (len(spec) > 2 and dict(spec[2]).get("run")) for spec in config.rl.rewards)
+    if needs_proxy and not str(config.proxy_grm.proxy_run):
+        missing.append("proxy_grm.proxy_run (a proxy_sft workdir)")
+    if missing:
+        smoke = "_smoke" if str(config.mesh.preset).startswith("cpu") else ""
+        raise ConfigError(
+            f"this GRM arm starts from earlier runs; set {' and '.join(missing)}. Make them with: python -m "
+            f"shared.launch --config=experiments/proxy_grm/smoke_pipeline.py:proxy_sft{smoke} --workdir=runs/pg/proxy"
+            f" and ...:grm_sft{smoke} --workdir=runs/pg/sft, then add --config.train.init_from=run:runs/pg/sft "
+            f"--config.proxy_grm.proxy_run=runs/pg/proxy; or run all three at once: python -m shared.launch "
+            f"--config=experiments/proxy_grm/smoke_pipeline.py:smoke --workdir=runs/pg")
+
+
 @TASKS.register("proxy_grm/grm")
 def grm_task(config, workdir: str) -> dict:
+    check_earlier_runs(config)
     check_world(config)
     return TASKS.get("rl")(with_proxy_run(config), workdir)
 

@@ -1,4 +1,4 @@
-"""Writing-Zero (arXiv 2506.00103): pairwise writing judges and BRPO. Spec: /work/shared/papers/writing_zero_brpo.md;
+"""Writing-Zero (arXiv 2506.00103): pairwise writing judges and BRPO. Spec: ../shared/papers/writing_zero_brpo.md;
 the judges are shared/judges, BRPO and the other pairwise estimators shared/rl/pairwise.py. This package holds the
 paper's glue: the ConstraintWriting task with its oracle, biased preference data and principle annotations
 (constraint_writing.py), its word vocabulary (vocab.py), the judges' training data and the "-Zero" warm-start set

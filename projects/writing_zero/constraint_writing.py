@@ -1,4 +1,4 @@
-"""ConstraintWriting (spec 4.2 of /work/shared/papers/writing_zero_brpo.md): a synthetic writing task with a known
+"""ConstraintWriting (spec 4.2 of ../shared/papers/writing_zero_brpo.md): a synthetic writing task with a known
 oracle quality, an explanation suffix that mimics over-explanation, biased preference data and principle
 annotations.
 

@@ -2,7 +2,9 @@
 compilation into per-chip reports, and the registry of each task's program builders."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import re
 from typing import Any, Callable
 
@@ -159,6 +161,38 @@ def does_not_fit_message(reports: list[Report]) -> str | None:
             f"{r.hbm / GIB:.0f} GiB HBM ({r.hint}){more}")
 
 
+# What libtpu prints when it loads on a machine without a TPU. It cannot find the host's accelerator type (there is
+# none: we only describe a slice, whose type get_topology_desc names) and says TPU_ACCELERATOR_TYPE should be set.
+# Harmless here, so these lines are dropped; everything else libtpu prints is passed on.
+LIBTPU_NOISE = ("could not determine TPU accelerator type", "Failed to find host bounds for accelerator type")
+
+
+@contextlib.contextmanager
+def _filtered_native_output(noise=LIBTPU_NOISE):
+    """Captures what native code writes to fd 1 and 2 inside the block and passes on the lines without `noise`."""
+    import sys
+    import tempfile
+
+    sys.stdout.flush(), sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            for fd, saved_fd in saved.items():
+                os.dup2(saved_fd, fd)
+                os.close(saved_fd)
+            for captured, stream in ((out, sys.stdout), (err, sys.stderr)):
+                captured.seek(0)
+                text = captured.read().decode("utf-8", errors="replace")
+                kept = [line for line in text.splitlines(keepends=True) if not any(n in line for n in noise)]
+                if kept:
+                    stream.write("".join(kept))
+                    stream.flush()
+
+
 def topology_devices(preset: str):
     """The TPU devices of a preset's slice(s), from jax.experimental.topologies (needs libtpu, no TPU)."""
     import os
@@ -172,7 +206,8 @@ def topology_devices(preset: str):
         raise ValueError(f"--mesh={preset}: not a TPU preset with a known topology ({', '.join(sorted(TOPOLOGIES))})")
     chip, shape, slices = TOPOLOGIES[preset]
     try:
-        desc = topologies.get_topology_desc(topology_name=f"{chip}:{shape}", platform="tpu", num_slices=slices)
+        with _filtered_native_output():  # libtpu's warning about TPU_ACCELERATOR_TYPE (LIBTPU_NOISE)
+            desc = topologies.get_topology_desc(topology_name=f"{chip}:{shape}", platform="tpu", num_slices=slices)
     except Exception as e:  # libtpu missing or too old
         raise RuntimeError(f"cannot describe TPU {chip}:{shape} x{slices}: {' '.join(str(e).split())[:300]} "
                            f"(install the TPU extra: pip install -e '.[tpu]')") from None

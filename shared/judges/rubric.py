@@ -1,4 +1,4 @@
-"""OpenRS rubric judging (spec /work/shared/papers/openrs.md, 1.2-1.5): a judge LLM writes a query-specific rubric and
+"""OpenRS rubric judging (spec ../shared/papers/openrs.md, 1.2-1.5): a judge LLM writes a query-specific rubric and
 compares two responses criterion by criterion in JSON; the criterion-level preferences are aggregated *outside*
 the LLM, with fatal flaws as a veto, and the two presentation orders are combined by a bidirectional rule.
 

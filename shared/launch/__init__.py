@@ -117,10 +117,26 @@ def initialize_distributed(environ=os.environ) -> None:
 # ----------------------------------------------------------------------------- projects
 
 
-def list_registries(out=sys.stdout) -> int:
-    """Prints every registry with its names, after importing the built-ins and every project."""
+LIST_WIDTH = 100  # --list's line width when the output is not a terminal (a file, WORKSPACE.md's block)
+
+
+def list_registries(out=sys.stdout, width: int | None = None) -> int:
+    """Prints every registry with its names, after importing the built-ins and every project; lines wrap at
+    `width` (default: the terminal's width, LIST_WIDTH when `out` is not a terminal), names indented below."""
+    import shutil
+    import textwrap
+
     from shared.registry import ALL_REGISTRIES, CONFIG_KEYS
     from tpu_configs.presets import PRESETS
+
+    if width is None:
+        is_tty = getattr(out, "isatty", lambda: False)()
+        width = shutil.get_terminal_size((LIST_WIDTH, 24)).columns if is_tty else LIST_WIDTH
+    width = max(40, width)
+
+    def show(line: str) -> None:
+        print(textwrap.fill(line, width=width, subsequent_indent="    ", break_on_hyphens=False,
+                            break_long_words=False), file=out)
 
     status = 0
     for project in known_projects():
@@ -132,8 +148,8 @@ def list_registries(out=sys.stdout) -> int:
     for kind, reg in ALL_REGISTRIES.items():
         names = reg.names()
         key = f" [{CONFIG_KEYS[kind]}]" if kind in CONFIG_KEYS else ""
-        print(f"{kind} ({len(names)}){key}: {', '.join(names) or '-'}", file=out)
-    print(f"mesh preset ({len(PRESETS)}) [--mesh / mesh.preset]: {', '.join(sorted(PRESETS))}", file=out)
+        show(f"{kind} ({len(names)}){key}: {', '.join(names) or '-'}")
+    show(f"mesh preset ({len(PRESETS)}) [--mesh / mesh.preset]: {', '.join(sorted(PRESETS))}")
     return status
 
 
@@ -186,11 +202,16 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
         record_changes(workdir, changes)
         write_config(config, workdir)
     try:
-        return TASKS.get(config.task)(config, workdir)
-    except (DataError, CheckpointMismatchError, CheckpointDamagedError) as e:
-        if created and jax.process_index() == 0:
+        metrics = TASKS.get(config.task)(config, workdir)
+    except (DataError, CheckpointMismatchError, CheckpointDamagedError, ConfigError) as e:
+        if created and jax.process_index() == 0:  # the task refused its input: leave no workdir behind
             fs.remove_tree(workdir)
         raise ConfigError(" ".join(str(e).split())) from None
+    if metrics and jax.process_index() == 0 and not fs.exists(fs.join(workdir, "summary.json")):
+        from shared.train import write_summary  # a task that returned its metrics without writing them
+
+        write_summary(workdir, metrics)
+    return metrics
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -220,7 +241,14 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return e.exit_code
     if metrics:
-        print("final metrics: " + json.dumps(metrics, sort_keys=True, default=str))
+        from shared.launch.summary import render
+
+        if os.environ.get("SHARED_LAUNCH_METRICS_JSON"):  # machine-readable, for tests of several processes
+            print("final metrics: " + json.dumps(metrics, sort_keys=True, default=str))
+        import jax
+
+        if jax.process_index() == 0:
+            print(render(metrics, fv.workdir, fv.config), flush=True)
     return 0
 
 

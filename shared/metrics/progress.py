@@ -50,6 +50,12 @@ class ProgressBar:
         self._width = 0
         self._last_draw = float("-inf")
 
+    def start(self, what: str = "step") -> None:
+        """One line before the loop's first step, which compiles and can take minutes: the run is not hung."""
+        if self.enabled and self.step < self.total_steps:
+            self._print(f"{what} {self.step}/{self.total_steps}: starting (the first {what} compiles; "
+                        f"progress lines follow)")
+
     def eta_seconds(self, step: int, now: float) -> float | None:
         if self._first is None or step <= self._first[0] or now <= self._first[1]:
             return None

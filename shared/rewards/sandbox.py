@@ -1,5 +1,5 @@
 """Run untrusted Python (a judge-written checker, a verifiable rubric) behind an operating-system boundary, and the
-verifiable gates of OpenRS (spec /work/shared/papers/openrs.md 1.2 steps 1-2) built on it.
+verifiable gates of OpenRS (spec ../shared/papers/openrs.md 1.2 steps 1-2) built on it.
 
   run_python(code, calls, entry="check", timeout_s, memory_mb, backend=None) -> SandboxResult
       Runs `code`, then calls `entry(*args)` for every args in `calls` and sends back the JSON-able return values

@@ -1,6 +1,6 @@
 """Policy-optimization building blocks: advantages, ratios, clipped surrogates, KL estimators, aggregation.
 
-Implements /work/shared/papers/rl_base_algorithms.md (sections 1-3): PPO+GAE, GRPO, Dr. GRPO, the DAPO
+Implements ../shared/papers/rl_base_algorithms.md (sections 1-3): PPO+GAE, GRPO, Dr. GRPO, the DAPO
 pieces (clip-higher, token-mean, dynamic-sampling filter, overlong shaping), GSPO, REINFORCE++ (and its
 group baseline), RLOO and GMPO. Every function is pure, static-shaped and mask-driven, so it jits.
 

@@ -609,7 +609,9 @@ class RLLearner:
         if self.start_step == 0 and self.eval_sets:
             before = {f"{k}_before": v for k, v in self.evaluate().items()}
             writer.write(0, before)
-            print(f"[rl] before RL: {before}", flush=True)
+            shown = ", ".join(f"{k.removeprefix('eval/').removesuffix('_before')} {v:.4g}" for k, v in before.items()
+                              if isinstance(v, (int, float)))
+            print(f"[rl] before RL: {shown}", flush=True)
         if self.reward.needs_calibration:
             if self.start_step:
                 raise RuntimeError(f"rl.reward_combine={self.rl.reward_combine!r}: the checkpoint of step "
@@ -624,6 +626,7 @@ class RLLearner:
         if started:
             writer.write(self.start_step, started)
         wall = time.time()
+        progress.start()
         preempted = install_preemption_handler()
         try:
             ran_last, ran_evals, stopped_at = self._loop(steps, progress, preempted)

@@ -1,7 +1,7 @@
 """Pairwise RL: advantage estimators from a judge's pairwise verdicts (Writing-Zero's BRPO, round-robin win rate,
 fixed reference), the plans that list every judge call of a step, and DAPO's filter on their outcomes.
 
-Spec: /work/shared/papers/writing_zero_brpo.md (1.2, 5). B prompts x G completions, rows group-contiguous.
+Spec: ../shared/papers/writing_zero_brpo.md (1.2, 5). B prompts x G completions, rows group-contiguous.
 
 Plans (what the judge is asked; all of a step's pairs go to the judge as one batch):
   plan_brpo(B, G, rng)          a bootstrapped in-group reference k_b ~ U{0..G-1} per group, resampled every step;

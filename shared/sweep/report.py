@@ -64,6 +64,31 @@ def column_value(summary: Mapping | None, metrics: list[dict], column: str) -> A
     return None
 
 
+def point_metric(sweep: Sweep, point_dir: str) -> str:
+    """"<column> <value>" of a finished point's first numeric column (its summary.json), or ""."""
+    try:
+        summary = read_json(os.path.join(point_dir, "summary.json"))
+    except ValueError:
+        return ""
+    for column in sweep.columns:
+        value = _number(column_value(summary, [], column))
+        if value is not None:
+            return f"{column} {value:.4g}"
+    return ""
+
+
+def progress_note(sweep: Sweep, point_dir: str, done: int, to_run: int, elapsed: float) -> str:
+    """What the sweep adds to a point's end line: its main metric, the count of this invocation's points ended
+    and an ETA for the rest (the wall time per ended point so far, so parallel points are accounted for)."""
+    from shared.launch.summary import duration
+
+    parts = [m for m in [point_metric(sweep, point_dir)] if m]
+    left = max(0, to_run - done)
+    eta = f", ETA {duration(elapsed / done * left)}" if done and left else ""
+    parts.append(f"{done}/{to_run} run{eta}")
+    return " | " + " | ".join(parts)
+
+
 # -- rows and aggregation ---------------------------------------------------------------------------------
 def collect_rows(sweep: Sweep, workdir: str, outcomes: Mapping) -> list[dict]:
     """One dict per point: name, status, the override values, arg (if any point has one), the columns."""
@@ -206,8 +231,44 @@ def _label(sweep: Sweep, point_name: str, label_key: str | None) -> str:
     return f"{label_key}={_cell(value)}" if value is not None else point_name
 
 
+# Units of common metric names, for axis labels (a plot spec's "xlabel" / "ylabel" win).
+_UNITS = (("tokens_per_s", "tokens/s"), ("step_time_s", "s"), ("wall_time_s", "s"), ("mfu", "fraction of peak"),
+          ("loss", "nats per token"), ("xent", "nats per token"), ("ppl", "perplexity"), ("accuracy", "fraction"),
+          ("_acc", "fraction"), ("pass@", "fraction"), ("f1", "fraction"), ("rate", "fraction"),
+          ("reward", "reward"), ("grad_norm", "L2 norm"))
+_AXIS_NAMES = {"step": "training step", "optim.lr": "peak learning rate", "seed": "seed"}
+
+
+def axis_label(name: str) -> str:
+    """"eval/loss" -> "eval/loss (nats per token)"; a known key gets its words."""
+    if name in _AXIS_NAMES:
+        return _AXIS_NAMES[name]
+    unit = next((u for pattern, u in _UNITS if pattern in name.lower()), None)
+    return f"{name} ({unit})" if unit else name
+
+
+def log_spaced(values) -> bool:
+    """Positive values spanning at least a factor 10 whose ratios are closer to even than their differences."""
+    xs = sorted({float(v) for v in values})
+    if len(xs) < 3 or xs[0] <= 0 or xs[-1] / xs[0] < 10:
+        return len(xs) == 2 and xs[0] > 0 and xs[-1] / xs[0] >= 10
+    ratios = [b / a for a, b in zip(xs, xs[1:])]
+    diffs = [b - a for a, b in zip(xs, xs[1:])]
+    spread = lambda v: (max(v) - min(v)) / (sum(v) / len(v))  # noqa: E731
+    return spread(ratios) < spread(diffs)
+
+
+def _group_label(sweep: Sweep, key: tuple) -> str:
+    return ", ".join(f"{k}={_cell(v)}" for k, v in zip(sweep.group, key))
+
+
 def plot(sweep: Sweep, workdir: str, rows: list[dict], aggregated: list[dict] | None) -> str | None:
-    """Saves `<workdir>/<name>.png`; None when there is no plot spec or nothing finished to draw."""
+    """Saves `<workdir>/<name>.png`; None when there is no plot spec or nothing finished to draw.
+
+    curves: the metric against the step, one curve per point; grouped sweeps draw one mean curve per group with a
+    ±1 std band over its seeds. bars: one bar per point or group, error bars ±1 std over seeds. xy: the metric
+    against a swept value (plot x = its override key), mean ± std over seeds, log x when the values are log-spaced.
+    Axes are labelled with units; the title names the table and the metric."""
     spec = sweep.plot
     finished = [r for r in rows if r["status"] == "finished"]
     if spec is None or not finished:
@@ -215,14 +276,16 @@ def plot(sweep: Sweep, workdir: str, rows: list[dict], aggregated: list[dict] | 
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
     metric = spec["metric"]
+    by_name = {p.name: p for p in sweep.points}
+    seeds_note = ""
     drawn = False
     if spec["kind"] == "curves":
-        all_y, labels = [], [_label(sweep, row["name"], spec["label"]) for row in finished]
-        by_name = {p.name: p for p in sweep.points}
-        colors: dict = {}  # grouped sweeps: one colour and one legend entry per group, a line per seed
+        all_y, series = [], {}  # key -> (label, [(xs, ys)])
+        labels = [_label(sweep, row["name"], spec["label"]) for row in finished]
         if not sweep.group and len(set(labels)) < len(labels):
             labels = [f"{label} ({row['name']})" for label, row in zip(labels, finished)]
         for row, label in zip(finished, labels):
@@ -232,26 +295,60 @@ def plot(sweep: Sweep, workdir: str, rows: list[dict], aggregated: list[dict] | 
             if not points:
                 continue
             key = group_key(sweep, by_name[row["name"]]) if sweep.group else row["name"]
-            if key in colors:
-                label = "_nolegend_"
-            else:
-                colors[key] = f"C{len(colors) % 10}"
-                if sweep.group and not spec["label"]:
-                    label = ", ".join(f"{k}={_cell(v)}" for k, v in zip(sweep.group, key))
-            xs, ys = zip(*points)
-            ax.plot(xs, ys, label=label, color=colors[key], alpha=0.8 if sweep.group else 1.0)
-            all_y += ys
+            if key not in series:
+                name = _group_label(sweep, key) if sweep.group and not spec["label"] else label
+                series[key] = (name, [])
+            series[key][1].append(dict(points))
+            all_y += [y for _, y in points]
+        for i, (name, runs) in enumerate(series.values()):
+            color = f"C{i % 10}"
+            xs = sorted(set().union(*runs))
+            if len(runs) == 1:
+                ax.plot(xs, [runs[0][x] for x in xs], label=name, color=color, marker="o" if len(xs) <= 12 else None)
+            else:  # mean over the group's seeds, shaded ±1 std, at the steps every seed logged
+                xs = [x for x in xs if all(x in r for r in runs)]
+                values = [[r[x] for r in runs] for x in xs]
+                mean = [statistics.fmean(v) for v in values]
+                std = [statistics.stdev(v) for v in values]
+                ax.plot(xs, mean, label=f"{name} (n={len(runs)})", color=color)
+                ax.fill_between(xs, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
+                                color=color, alpha=0.2)
+                seeds_note = ", mean ± std over seeds"
             drawn = True
         # Log scale when the values are positive and span more than a decade: early loss would flatten the rest.
         if all_y and min(all_y) > 0 and max(all_y) / min(all_y) > 10:
             ax.set_yscale("log")
-        ax.set_xlabel(spec["x"])
+        if spec["x"] == "step":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    elif spec["kind"] == "xy":
+        groups: dict = {}
+        for row in finished:
+            x, y = _number(by_name[row["name"]].overrides.get(spec["x"])), _row_metric(row, metric)
+            if x is None or y is None:
+                continue
+            key = tuple(v for k, v in zip(sweep.group, group_key(sweep, by_name[row["name"]])) if k != spec["x"])
+            groups.setdefault(key, {}).setdefault(x, []).append(y)
+        for i, (key, by_x) in enumerate(groups.items()):
+            xs = sorted(by_x)
+            mean = [statistics.fmean(by_x[x]) for x in xs]
+            err = [statistics.stdev(by_x[x]) if len(by_x[x]) > 1 else 0.0 for x in xs]
+            if any(len(v) > 1 for v in by_x.values()):
+                seeds_note = ", mean ± std over seeds"
+            names = [k for k in sweep.group if k != spec["x"]]
+            label = ", ".join(f"{k}={_cell(v)}" for k, v in zip(names, key)) or None
+            ax.errorbar(xs, mean, yerr=err, label=label, color=f"C{i % 10}", marker="o", capsize=4)
+            drawn = True
+        if drawn and log_spaced([x for by_x in groups.values() for x in by_x]):
+            ax.set_xscale("log")
     else:
         if aggregated is not None:
             entries = [e for e in aggregated if e["n"] and e.get(f"{metric} mean") is not None]
-            labels = [", ".join(f"{k}={_cell(e[k])}" for k in sweep.group) for e in entries]
+            labels = [", ".join(f"{_cell(e[k])}" if k == "arm" else f"{k}={_cell(e[k])}" for k in sweep.group)
+                      + f" (n={e['n']})" for e in entries]
             heights = [e[f"{metric} mean"] for e in entries]
             errors = [e[f"{metric} std"] or 0.0 for e in entries]
+            if any(e["n"] > 1 for e in entries):
+                seeds_note = ", mean ± std over seeds"
         else:
             entries = [r for r in finished if _row_metric(r, metric) is not None]
             labels = [_label(sweep, r["name"], spec["label"]) for r in entries]
@@ -259,14 +356,17 @@ def plot(sweep: Sweep, workdir: str, rows: list[dict], aggregated: list[dict] | 
             errors = None
         if entries:
             ax.bar(range(len(heights)), heights, yerr=errors, capsize=4 if errors else 0)
-            ax.set_xticks(range(len(heights)), labels, rotation=30, ha="right")
+            ax.set_xticks(range(len(heights)), labels, rotation=30 if len(labels) > 3 else 0,
+                          ha="right" if len(labels) > 3 else "center")
             drawn = True
     if not drawn:
         plt.close(fig)
         return None
-    ax.set_ylabel(metric)
-    ax.set_title(spec.get("title") or sweep.name)
-    if spec["kind"] == "curves":
+    ax.set_ylabel(spec.get("ylabel") or axis_label(metric))
+    if spec["kind"] != "bars":
+        ax.set_xlabel(spec.get("xlabel") or axis_label(spec["x"]))
+    ax.set_title(spec.get("title") or f"{sweep.name}: {metric}{seeds_note}", fontsize="medium")
+    if spec["kind"] == "curves" or (spec["kind"] == "xy" and len(ax.get_legend_handles_labels()[0]) > 1):
         ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -292,7 +292,7 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                  f"{sum(o.status == 'skipped' for o in outcomes.values())} already finished; "
                  f"{len(gpus)} GPU(s) visible, up to {len(slots)} at once")
 
-    pending, free, running, launched = deque(to_run), list(slots), [], []
+    pending, free, running, launched, ended = deque(to_run), list(slots), [], [], 0
     try:
         while pending or running:
             if time_budget_s is not None and time.time() - started_at > time_budget_s:
@@ -323,7 +323,9 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
             for r in [r for r in running if r.proc.poll() is not None]:
                 running.remove(r)
                 free.append(r.slot)
-                outcomes[r.point.name] = _finish(r, dirs[r.point.name], total, console)
+                ended += 1
+                note = lambda d: report.progress_note(sweep, d, ended, len(to_run), time.time() - started_at)  # noqa
+                outcomes[r.point.name] = _finish(r, dirs[r.point.name], total, console, note=note)
             time.sleep(0.05)
     except KeyboardInterrupt:
         console.info(f"interrupted: stopping {len(running)} running point(s)")
@@ -381,18 +383,19 @@ def _select(sweep: Sweep, only: Iterable[str] | str | None) -> set[str]:
     return set(wanted)
 
 
-def _finish(r: _Running, point_dir: str, total: int, console: _Console) -> PointOutcome:
+def _finish(r: _Running, point_dir: str, total: int, console: _Console,
+            note: Callable[[str], str] = lambda _: "") -> PointOutcome:
     r.reader.join(timeout=30)  # a grandchild still holding the pipe must not hang the sweep
     seconds = time.time() - r.start
     code = r.proc.returncode
     if code == 0 and is_finished(point_dir):
-        console.info(f"point {r.index}/{total} {r.point.name}: finished in {seconds:.1f}s")
+        console.info(f"point {r.index}/{total} {r.point.name}: finished in {seconds:.1f}s{note(point_dir)}")
         _end_launch(r, point_dir, "finished")
         return PointOutcome(r.point.name, "finished", code, seconds)
     reason = (f"return code {code}" if code != 0 else f"return code 0 but no {SUMMARY_FILE} was written")
     tail = _tail(os.path.join(point_dir, LOG_FILE))
     console.info(f"point {r.index}/{total} {r.point.name}: FAILED after {seconds:.1f}s ({reason}); "
-                 f"log: {os.path.join(point_dir, LOG_FILE)} (its tail is printed at the end)")
+                 f"log: {os.path.join(point_dir, LOG_FILE)} (its tail is printed at the end){note(point_dir)}")
     _end_launch(r, point_dir, "failed", reason)
     return PointOutcome(r.point.name, "failed", code, seconds, tail, reason)
 

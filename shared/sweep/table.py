@@ -27,7 +27,7 @@ _SWEEP_KEYS = {"name", "points", "columns", "group", "plot", "stages"}
 _STAGE_REF = re.compile(r"\{stage:([^}]*)\}")
 _POINT_KEYS = {"name", "overrides", "arg", "arm"}
 ARM_KEY = "arm"  # a `group` entry that groups points by their "arm" label instead of an override value
-_PLOT_KINDS = {"curves", "bars"}
+_PLOT_KINDS = {"curves", "bars", "xy"}  # xy: the metric against a swept value (plot x = its key)
 SEED_KEY = "seed"
 
 
@@ -180,9 +180,11 @@ def _check_plot(where: str, plot: Any) -> dict | None:
         _fail(where, f"'plot' must be a dict with kind in {sorted(_PLOT_KINDS)}, got {plot!r}")
     if not isinstance(plot.get("metric"), str):
         _fail(where, f"'plot' needs a 'metric' name, got {plot!r}")
-    unknown = set(plot) - {"kind", "metric", "x", "label", "title"}
+    unknown = set(plot) - {"kind", "metric", "x", "label", "title", "xlabel", "ylabel"}
     if unknown:
         _fail(where, f"'plot' has unknown key(s) {sorted(unknown)}")
+    if plot["kind"] == "xy" and not isinstance(plot.get("x"), str):
+        _fail(where, f"an 'xy' plot needs 'x': the override key on the x axis, got {plot!r}")
     return {"x": "step", "label": None, **plot}
 
 

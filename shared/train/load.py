@@ -80,7 +80,7 @@ def load_run(path: str, *, config=None, mesh=None, rules=None, mesh_preset: str 
 def _restore_workdir(path: str, config, folder: str, mesh) -> LoadedRun:
     from shared.train.trainer import Trainer
 
-    trainer = Trainer(config, path, mesh=mesh)
+    trainer = Trainer(config, path, mesh=mesh, loading="loaded")
     try:
         step = trainer.checkpointer.latest_step()
         if step is None:

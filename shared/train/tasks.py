@@ -57,7 +57,7 @@ def run_params(workdir: str, abstract):
         from shared.checkpoint import import_params
         return import_params(exported, abstract)
     other = ml_collections.ConfigDict(json.loads(fs.read_text(path)))
-    source = Trainer(other, workdir)
+    source = Trainer(other, workdir, loading="warm start from")
     if source.start_step == 0:
         raise FileNotFoundError(f"train.init_from=run:{workdir}: the run has no checkpoint")
     params = jax.tree.map(lambda x, a: jax.device_put(x, a.sharding), source.params, abstract)

@@ -86,11 +86,13 @@ def opt_state_shardings(optimizer, params, mesh):
 class Trainer:
     def __init__(self, config, workdir: str, *, loss_fn: Callable | None = None, hooks: Iterable[Hook] = (),
                  mesh=None, init_params: Callable[[Any], Any] | None = None,
-                 loss_fn_factory: Callable[[str], Callable] | None = None):
+                 loss_fn_factory: Callable[[str], Callable] | None = None, loading: str | None = None):
         """loss_fn: the objective (default: LOSSES[config.train.loss] on the decoder's logits); or
         loss_fn_factory(attention) -> loss_fn when the objective needs the attention implementation chosen here.
         init_params(abstract_params) -> params: optional warm start (e.g. HF import) used when no checkpoint
-        exists yet."""
+        exists yet. loading: set when this Trainer only reads another run's checkpoint (a warm start, a reward
+        model): the restore prints "[train] <loading> <workdir> (step N)", e.g. "warm start from", instead of
+        "resumed from", which is for a run continuing in its own workdir."""
         self.config = config
         self.workdir = workdir
         if mesh is None:
@@ -127,8 +129,11 @@ class Trainer:
         if restored is not None:
             self.restored_step, self.state, self.data_state = restored
             self.start_step = int(self.state["step"])
-            print(f"[train] resumed from {self.checkpointer.directory}/{self.restored_step} (step {self.start_step})",
-                  flush=True)
+            if loading:
+                print(f"[train] {loading} {workdir} (step {self.start_step})", flush=True)
+            else:
+                print(f"[train] resumed from {self.checkpointer.directory}/{self.restored_step} "
+                      f"(step {self.start_step})", flush=True)
         elif init_params is not None:
             abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
             self.state["params"] = _fill_from_fresh(init_params(abstract), params)
@@ -220,6 +225,7 @@ class Trainer:
         device_kind = jax.devices()[0].device_kind
         peak = peak_flops_per_device(device_kind)
         progress = ProgressBar(total, self.start_step, enabled=self.is_main and cfg.progress)
+        progress.start()
         preempted = install_preemption_handler()
         wall_start = time.time()
         window_start, window_steps = time.time(), 0

@@ -1,4 +1,4 @@
-"""Public example sets read from files (read-only; this team keeps them under /work/shared/data, see its README):
+"""Public example sets read from files (read-only; this team keeps them under ../shared/data, see its README):
   rl/gsm8k   path = folder with train.jsonl / test.jsonl ({"question", "answer": "...#### 72"}) or one such
              file (then split by a hash of the question, test_fraction). completion = the solution without
              <<calculator>> annotations, ending "#### 72"; answer "72".
