@@ -1,6 +1,7 @@
 """SSP (arXiv:2510.18821, ssp.md): search self-play on a synthetic knowledge base.
 
-Registers TASKS "ssp/selfplay" (projects/ssp/selfplay.py), TOKENIZERS "ssp/words" and the example sets
+Registers TASKS "ssp/selfplay" (projects/ssp/selfplay.py) and "ssp/warmstart" (the SFT warm start stopped at a
+target solver accuracy, projects/ssp/warmstart.py), TOKENIZERS "ssp/words" and the example sets
 "rl/ssp_traces" (SFT warm start) and "rl/ssp_qa" (labelled QA: the supervised arm, the held-out evaluation)
 (projects/ssp/data.py), and the check of config.ssp (projects/ssp/config.py). The registrations are factories
 that import their modules on first use, so experiment files can import projects.ssp.config without jax.
@@ -35,6 +36,13 @@ def _selfplay(cfg, workdir):
     from projects.ssp.selfplay import selfplay_task
 
     return selfplay_task(cfg, workdir)
+
+
+@TASKS.register("ssp/warmstart")
+def _warmstart(cfg, workdir):
+    from projects.ssp.warmstart import warmstart_task
+
+    return warmstart_task(cfg, workdir)
 
 
 @ADVANTAGES.register("ssp/reinforce")

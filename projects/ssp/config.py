@@ -50,6 +50,7 @@ def ssp_config() -> ml_collections.ConfigDict:
     c.questions = "selfplay"        # selfplay | supervised (labelled QA, no proposer)
     c.rag = "policy"                # policy (the policy in solver mode, no tool) | oracle | none
     c.n_distractors = 4
+    c.reader_rows = 0               # policy-reader episodes per sampler call (0: all of a step's in one call)
     c.invalid_reward = 0.0          # the paper's main setting; -0.1 is the collapse ablation
     c.proposer_reward = "one_minus"  # 1 - s | intermediate: 4 s (1 - s)
     c.replay_reset_every = 10       # 0: never cleared (full reuse)
@@ -59,6 +60,14 @@ def ssp_config() -> ml_collections.ConfigDict:
     # evaluation: greedy solver episodes on held-out QA (rl/ssp_qa test), per hop count
     c.eval_per_hop = 1000
     c.eval_rows = 512               # episodes per sampler call (the KV cache of 3,000 at once would not fit)
+    # the SFT warm start's stop (task "ssp/warmstart"; D.2: under-train, solver ~30-40% on 2-hop): every
+    # warm_check_every steps, greedy solver accuracy (with the tool, config.agent's turns) on warm_val_questions
+    # labelled questions of warm_target_hops hops over the answer pool D (never the evaluation answers); the stage
+    # stops at the first check >= warm_target (0: no check, it runs train.steps like the plain sft task)
+    c.warm_target = 0.0
+    c.warm_target_hops = 2
+    c.warm_check_every = 50
+    c.warm_val_questions = 300
     return c
 
 
@@ -97,6 +106,8 @@ def check_ssp(config, *_):
                          f"pool_size={s.pool_size} >= 1, hops={list(s.hops)} non-empty and >= 1")
     if config.task == "ssp/selfplay":
         _check_roles(config)
+    if config.task == "ssp/warmstart" and s.warm_target > 0:
+        _check_warm_stop(config)
     if config.data.get("tokenizer") == "ssp/words":
         opts = config.data.get("task_options", {})
         mine = {"kb_seed": s.kb_seed, "kb_sizes": dict(s.kb_sizes), "pool_size": s.pool_size}
@@ -118,3 +129,16 @@ def _check_roles(config):
     if config.ssp.questions == "supervised" and not train["solver"]:
         raise ValueError("config.ssp.questions='supervised' trains the solver: config.agent.roles.solver.train "
                          "must be True")
+
+
+def _check_warm_stop(config):
+    s, log_every = config.ssp, int(config.train.log_every)
+    if not 0 < s.warm_target <= 1 or s.warm_val_questions < 1 or s.warm_target_hops < 1:
+        raise ValueError(f"config.ssp.warm_target={s.warm_target} must be in (0, 1], warm_val_questions="
+                         f"{s.warm_val_questions} and warm_target_hops={s.warm_target_hops} >= 1")
+    if s.warm_check_every < 1 or s.warm_check_every % log_every:
+        raise ValueError(f"config.ssp.warm_check_every={s.warm_check_every} must be a positive multiple of "
+                         f"train.log_every={log_every} (the trainer's hooks run on logged steps)")
+    if "agent" not in config:
+        raise ValueError("config.ssp.warm_target > 0 plays solver episodes with config.agent's turn limits: add "
+                         "config.agent (projects/ssp/config.py agent_group)")

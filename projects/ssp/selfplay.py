@@ -103,9 +103,14 @@ class SearchSelfPlay(Game):
     def policy_reader(self, learner, key, frozen: bool):
         def read(questions: Sequence[str], materials: Sequence[Sequence[str]]) -> list[str | None]:
             prompts = [reader_prompt(q, m) for q, m in zip(questions, materials)]
-            envs = [SingleTurn(p) for p in prompts]
-            eps = self._run(learner, "reader", envs, prompts, key, greedy=True, frozen=frozen)
-            return [last_answer(e.text) for e in eps]
+            # in calls of ssp.reader_rows: its one long prompt (up to a 1,024-token chunk) is attended densely
+            rows, answers = int(self.s.reader_rows) or len(prompts), []
+            for start in range(0, len(prompts), max(rows, 1)):
+                chunk = prompts[start:start + rows]
+                eps = self._run(learner, "reader", [SingleTurn(p) for p in chunk], chunk, key, greedy=True,
+                                frozen=frozen)
+                answers += [last_answer(e.text) for e in eps]
+            return answers
         return read
 
     # ------------------------------------------------------------------ one step
@@ -212,19 +217,28 @@ class SearchSelfPlay(Game):
     def evaluate(self, learner, examples) -> dict:
         if not examples:
             return {}
-        eps, rows = [], int(self.s.eval_rows)   # in calls of eval_rows episodes: one KV cache per call
-        for start in range(0, len(examples), rows):
-            chunk = examples[start:start + rows]
-            envs = [SearchEnvironment(self.tool, e["prompt"]) for e in chunk]
-            eps += learner.run_episodes(envs, chunk, "solver", jax.random.key(0), greedy=True)
-        correct = [G.solver_reward(episode_text(ep), e["answer"], int(self.s.max_answer_tags)) == 1.0
-                   for ep, e in zip(eps, examples)]
+
+        def run(envs, chunk):
+            return learner.run_episodes(envs, chunk, "solver", jax.random.key(0), greedy=True)
+
+        eps, correct = solver_episodes(run, self.tool, examples, int(self.s.eval_rows), int(self.s.max_answer_tags))
         out = {}
         for h in sorted({int(e["hops"]) for e in examples}):
             out[f"acc_h{h}"] = _mean(c for c, e in zip(correct, examples) if int(e["hops"]) == h)
         out["acc_mean"] = _mean(out.values())
         out["searches"] = _mean(len(search_queries(episode_text(ep))) for ep in eps)
         return out
+
+
+def solver_episodes(run, tool, examples: Sequence[dict], rows: int, max_answer_tags: int):
+    """(episodes, right or wrong) of solver episodes with the search tool on labelled QA ({"prompt", "answer"}),
+    run by `run(envs, examples) -> episodes` in calls of `rows` episodes (one KV cache per call)."""
+    eps = []
+    for start in range(0, len(examples), rows):
+        chunk = examples[start:start + rows]
+        eps += run([SearchEnvironment(tool, e["prompt"]) for e in chunk], chunk)
+    correct = [G.solver_reward(episode_text(ep), e["answer"], max_answer_tags) == 1.0 for ep, e in zip(eps, examples)]
+    return eps, correct
 
 
 def kb_options_of(config) -> dict:

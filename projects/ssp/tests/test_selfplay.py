@@ -206,6 +206,24 @@ def test_policy_reader_and_penalty():
     assert len(solv.episodes) == 2
 
 
+def test_policy_reader_in_calls_of_reader_rows():
+    """ssp.reader_rows splits the reader's greedy episodes into calls (memory); the answers come back in order."""
+    c = smoke_config(**{"ssp.reader_rows": 2})
+    game = SearchSelfPlay(c)
+    examples, traces = valid_proposals(game.env, random.Random(2), n=3)
+    questions = [first_question(t) for t in traces]
+    materials = [documents(t) for t in traces]
+
+    def reader(prompt, ex, i):      # reads right by content, whatever the row's index within its call
+        q = prompt.split(" <information>")[0].removeprefix("solve : ")
+        return [f"<answer> {G.OracleReader.read(q, documents(prompt))} </answer>"]
+
+    learner = ScriptedLearner({"reader": reader}, group=1)
+    answers = game.policy_reader(learner, jax.random.key(0), frozen=False)(questions, materials)
+    assert learner.calls == [("reader", 2, True), ("reader", 1, True)]
+    assert answers == [e["answer"] for e in examples]
+
+
 def test_reinforce_advantage_is_the_reward():
     mask = np.array([[1, 1, 0, 0], [0, 1, 1, 1]], np.float32)
     token_rewards = np.zeros((2, 4), np.float32)
