@@ -88,8 +88,9 @@ ENTRIES = [
          note="R1/R2: pre, post, siamese, hybridnorm x LR 5e-4..8e-3 + siamese_hybrid, deepnorm x 2 LRs, 3 seeds "
               "(72 points, S 21M, 131M tokens each); spikes and collapse counted; 4 H100s"),
     dict(name="ssp_min", config="experiments/ssp/selfplay.py:min", results="projects/ssp/results/min",
-         parallel=4, est_gpu_min=240, est_wall_min=60, state="needs a weaker warm start (2-hop ~0.3-0.4, now 0.855) "
-         "and RL points that fit (28-36 GiB each)", note="4 GPUs, one RL point each"),
+         parallel=9, est_gpu_min=150, est_wall_min=40, state="ready",
+         note="SSP, solver-only, proposer-only x 3 seeds on 4 H100s (3 points per GPU; one H100: --parallel=4, ~85 "
+              "min); the warm start stops at 2-hop 0.35: check warm/stopped_at and eval/acc_h2_before first"),
     dict(name="proxy_grm_table", config="experiments/proxy_grm/table.py", results="projects/proxy_grm/results/table",
          parallel=16, est_gpu_min=60, est_wall_min=15, state="needs a proxy that reads the rubric (hard world: "
          "sensitivity 0.008)", note="conditions A-F x 3 seeds"),
