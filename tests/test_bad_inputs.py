@@ -193,3 +193,4 @@ def test_a_corrected_command_runs_after_a_failed_first_launch(trained):
     with open(os.path.join(trained, "summary.json")) as f:
         assert json.load(f)["steps"] == 2
     assert not os.path.exists(os.path.join(trained, "config_history.jsonl"))
+

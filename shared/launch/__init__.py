@@ -38,6 +38,11 @@ USAGE = ("usage: python -m shared.launch --config=FILE.py[:VARIANT] --workdir=DI
          "       python -m shared.launch --list")
 
 
+class RunFailed(Exception):
+    """The run stopped on an error it reports in one line (a reward that raised under rl.reward_errors=raise):
+    `error: <message>` on stderr and exit 1, no traceback."""
+
+
 def _flag_values() -> flags.FlagValues:
     # A private FlagValues, not absl's global one: main() can run more than once in a process (tests, sweeps).
     fv = flags.FlagValues()
@@ -243,6 +248,7 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
         has_results
     from shared.data.sources import DataError
     from shared.launch.lock import WorkdirBusy, WorkdirLock
+    from shared.rewards.core import RewardError
 
     import_project(config.project)
     validate(config, jax.device_count(), jax.process_count(), platform=jax.default_backend(), plan=plan)
@@ -277,6 +283,8 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
             metrics = TASKS.get(config.task)(config, workdir)
         except (DataError, CheckpointMismatchError, CheckpointDamagedError) as e:
             raise ConfigError(" ".join(str(e).split())) from None
+        except RewardError as e:  # names the reward and the example
+            raise RunFailed(" ".join(str(e).split())) from None
         commit_pending(workdir, write=is_main)
         return metrics
     except BaseException:
@@ -312,6 +320,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RunFailed as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 1
     except Interrupted as e:
         print(f"interrupted by {e}: checkpoints in the workdir are complete; re-run the same command to resume",
               file=sys.stderr, flush=True)
@@ -321,4 +332,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["import_project", "list_registries", "main", "prepare_environment", "run"]
+__all__ = ["RunFailed", "import_project", "list_registries", "main", "prepare_environment", "run"]
