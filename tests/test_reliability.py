@@ -132,7 +132,8 @@ def test_a_reward_that_raises_stops_the_rl_run_with_one_line(capsys, tmp_path):
     capsys.readouterr()
     code = main([f"--config={RL}", f"--workdir={workdir}", "--mesh=cpu_1", "--config.rl.warmup_sft_steps=0",
                  "--config.train.steps=1", "--config.rl.eval_every=100", "--config.rl.n_eval=2",
-                 "--config.rl.eval_samples=0", "--config.rl.rewards=[('test/raises', 1.0)]", "--config.rl.reward_errors=raise", "--config.rl.prompts_per_step=2", "--config.rl.group_size=2"])
+                 "--config.rl.eval_samples=0", "--config.rl.rewards=[('test/raises', 1.0)]",
+                 "--config.rl.reward_errors=raise", "--config.rl.prompts_per_step=2", "--config.rl.group_size=2"])
     out, err = capsys.readouterr()
     assert code == 1, (out, err)
     lines = err.strip().splitlines()
