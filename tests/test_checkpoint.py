@@ -351,6 +351,45 @@ def test_restore_latest_skips_a_truncated_newest_checkpoint(tmp_path, capsys):
     assert "is not valid for value of size" in line
 
 
+@pytest.mark.parametrize("which", ["chunk", "every file"])
+@pytest.mark.parametrize("keep", [0.0, 1e-9, 0.25, 0.5, 0.75])
+def test_restore_latest_skips_a_newest_checkpoint_truncated_at_any_size(tmp_path, capsys, which, keep):
+    """A raw array chunk cut short reaches us as orbax's plain `Exception` wrapping tensorstore's OUT_OF_RANGE (it
+    crashed every re-run before); every file of the step cut short fails earlier, on its metadata."""
+    directory = str(tmp_path / "checkpoints")
+    save_steps(directory)
+    files = [os.path.join(d, f) for d, _, names in os.walk(os.path.join(directory, "20")) for f in names]
+    if which == "chunk":
+        files = [max(state_files(os.path.join(directory, "20"), "ocdbt.process_0/d"), key=os.path.getsize)]
+    for path in files:
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[: max(int(len(data) * keep), 1 if keep else 0)])
+    line = assert_fell_back_to_10(directory, capsys, "state arrays: OUT_OF_RANGE" if which == "chunk" else "metadata")
+    assert "Traceback" not in line
+
+
+def test_an_error_that_wraps_no_damage_is_not_taken_for_damage(tmp_path):
+    from shared.checkpoint.manager import _damage_context
+
+    for error in (Exception("a bug"), TypeError("a bug"), RuntimeError("x")):
+        with pytest.raises(type(error)):
+            with _damage_context("step", "state arrays"):
+                raise error
+    for transient in (ValueError("UNAVAILABLE: try again"), PermissionError("denied"), MemoryError()):
+        wrapped = Exception("Encountered error while reading array index")
+        with pytest.raises(Exception) as caught:
+            with _damage_context("step", "state arrays"):
+                raise wrapped from transient
+        assert caught.value is wrapped
+    inner = Exception("wrapped once")
+    inner.__cause__ = ValueError("OUT_OF_RANGE: Requested byte range [0, 9) is not valid for value of size 4")
+    with pytest.raises(CheckpointDamagedError, match="state arrays: OUT_OF_RANGE"):
+        with _damage_context("step", "state arrays"):
+            raise RuntimeError("wrapped twice") from inner
+
+
 @pytest.mark.parametrize("where,reason", [
     ("d", "DATA_LOSS"),  # the OCDBT index (and small inline arrays): orbax's CRC-32C catches it
     # a raw array chunk: orbax reads it back as wrong numbers, only the saved checksum catches it

@@ -310,3 +310,37 @@ def test_attention_by_platform_and_flag_merge():
     assert attention_for(get_preset("gpu_1x8"), "gpu") == "cudnn"
     assert merge_xla_flags("--a=1 --b=2", "--b=3 --c=4") == "--a=1 --b=2 --c=4"
     assert merge_xla_flags("", "--c=4") == "--c=4"
+
+
+# ----------------------------------------------------------------------------- one launch per workdir
+
+
+def test_workdir_lock_names_its_holder_and_dies_with_it(tmp_path):
+    """A second launch in a workdir whose first is alive is refused, naming it; the kernel drops the lock when
+    the holder dies, SIGKILL included."""
+    import signal
+    import time
+
+    from shared.launch.lock import WorkdirBusy, WorkdirLock
+
+    workdir = str(tmp_path / "run")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from shared.launch.lock import WorkdirLock; "
+         f"WorkdirLock({workdir!r}, command='the first launch').acquire(); print('held', flush=True); time.sleep(60)"],
+        cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(WorkdirBusy) as busy:
+            WorkdirLock(workdir).acquire()
+        message = str(busy.value)
+        assert f"workdir {workdir} is in use by another launch (pid {holder.pid} on " in message
+        assert "the first launch" in message and "\n" not in message
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with WorkdirLock(workdir) as lock:  # released by the kernel
+        with pytest.raises(WorkdirBusy):
+            WorkdirLock(workdir).acquire()  # another open file description: refused in this process too
+    time.sleep(0)
+    WorkdirLock(workdir).acquire().release()
+    assert lock._fd is None

@@ -1,6 +1,7 @@
 """shared.metrics: FLOPs/MFU against the worked numbers of perf_anchors.md §3.4, the JSONL + TensorBoard writer
 (including resume truncation) and the progress bar."""
 import glob
+import json
 import io
 import logging
 import os
@@ -174,6 +175,21 @@ def test_metrics_writer_resume_matches_uninterrupted_run(tmp_path):
     (tmp_path / "bad" / "metrics.jsonl").write_text('{"step": 1}\nnot json\n{"step": 2}\n')
     with pytest.raises(ValueError, match="metrics.jsonl:2"):
         MetricsWriter(str(tmp_path / "bad")).truncate_after(1)
+
+
+def test_resume_drops_rows_a_second_writer_repeated(tmp_path):
+    """Two launches that once wrote one workdir at once left steps 2-4 twice; a resume keeps each row once (a step's
+    train row and its eval row are different rows)."""
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"step": s, "time": t, "train/loss": 1.0 / s} for t, s in enumerate([1, 2, 3, 2, 3, 4, 4])]
+    rows.insert(3, {"step": 3, "time": 0.5, "eval/loss": 0.3})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with MetricsWriter(str(tmp_path)) as writer:
+        assert writer.truncate_after(5) == 3
+    kept = read_metrics(str(tmp_path))
+    assert [(r["step"], sorted(r)) for r in kept] == [
+        (1, ["step", "time", "train/loss"]), (2, ["step", "time", "train/loss"]), (3, ["step", "time", "train/loss"]),
+        (3, ["eval/loss", "step", "time"]), (4, ["step", "time", "train/loss"])]
 
 
 def test_metrics_writer_disabled_and_without_tensorboard(tmp_path, monkeypatch, caplog):

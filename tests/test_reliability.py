@@ -9,10 +9,13 @@ import sys
 import pytest
 
 import shared.builtin  # noqa: F401
+from shared.launch import main
 from shared.config import load_config
 from shared.registry import TASKS
 
 from conftest import REPO_ROOT as REPO  # noqa: E402
+
+RL = os.path.join(REPO, "experiments/rl/grpo_arithmetic.py:smoke")
 
 
 def summary_of(workdir):
@@ -113,3 +116,27 @@ def test_sigint_in_sft_saves_the_step_and_resumes(tmp_path):
     rc, out, err = launch(workdir, *common, config=config)
     assert rc == 0, out + err
     assert "(step 2)" in out and summary_of(workdir)["steps"] == 4
+
+
+def test_a_reward_that_raises_stops_the_rl_run_with_one_line(capsys, tmp_path):
+    """rl.reward_errors=raise: the first failing reward ends the run with one line naming the reward and the
+    example (a 65-line traceback before), exit 1."""
+    from shared.registry import REWARDS
+
+    if "test/raises" not in REWARDS:
+        @REWARDS.register("test/raises")
+        def raises(prompts, completions, **columns):
+            return [float("not a number: " + text) for text in completions]
+
+    workdir = str(tmp_path / "rl")
+    capsys.readouterr()
+    code = main([f"--config={RL}", f"--workdir={workdir}", "--mesh=cpu_1", "--config.rl.warmup_sft_steps=0",
+                 "--config.train.steps=1", "--config.rl.eval_every=100", "--config.rl.n_eval=2",
+                 "--config.rl.eval_samples=0", "--config.rl.rewards=[('test/raises', 1.0)]",
+                 "--config.rl.reward_errors=raise", "--config.rl.prompts_per_step=2", "--config.rl.group_size=2"])
+    out, err = capsys.readouterr()
+    assert code == 1, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: reward 'test/raises' raised ValueError: could not convert string "
+                               "to float: 'not a number: ") and " at example 0 of " in lines[0], lines[0]

@@ -97,6 +97,36 @@ def test_check_backend_names_the_package(monkeypatch):
         fs.check_backend("gs://bucket/run")
 
 
+def test_gs_workdir_lease_refuses_a_second_launch_and_expires(gcs):
+    """On gs:// the workdir lock is a lease object: a live holder (renewed) refuses others, naming it; released, or
+    not renewed for ttl_s (a killed holder), it no longer blocks."""
+    import time
+
+    from shared.launch.lock import LOCK_FILE, WorkdirBusy, WorkdirLock
+
+    workdir = f"gs://{BUCKET}/lease_test"
+    first = WorkdirLock(workdir, command="the first launch", ttl_s=3.0, renew_s=0.5, settle_s=0.1).acquire()
+    try:
+        time.sleep(1.0)  # renewed meanwhile
+        _refresh()
+        with pytest.raises(WorkdirBusy, match=r"in use by another launch \(pid \d+ on .*the first launch"):
+            WorkdirLock(workdir, settle_s=0.1).acquire()
+    finally:
+        first.release()
+    _refresh()
+    assert not fs.exists(fs.join(workdir, LOCK_FILE))
+    second = WorkdirLock(workdir, settle_s=0.1).acquire()
+    second._stop.set()  # a holder killed without releasing: its lease is not renewed any more
+    second._thread.join()
+    second._thread = None
+    stale = json.loads(fs.read_text(fs.join(workdir, LOCK_FILE)))
+    stale["renewed"] -= 1000
+    fs.write_text(fs.join(workdir, LOCK_FILE), json.dumps(stale))
+    _refresh()
+    WorkdirLock(workdir, settle_s=0.1).acquire().release()
+    fs.remove_tree(workdir)
+
+
 # --------------------------------------------------------------------------------------- the metrics writer
 def test_metrics_writer_on_gs_rewrites_one_object_and_truncates_like_local(gcs, tmp_path, monkeypatch):
     """No append, no rename: every store write is one whole-object write of the file so far; rows are batched

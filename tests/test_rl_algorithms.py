@@ -450,3 +450,56 @@ def test_registry_names_config_and_errors():
     rewards, mask = np.array([1.0, 0.0]), np.ones((2, 1), np.float32)
     np.testing.assert_allclose(ADVANTAGES.get("grpo")(rewards, mask, 2, {"scale_by_std": False}), [[0.5], [-0.5]])
     np.testing.assert_allclose(ADVANTAGES.get("grpo")(rewards, mask, 2, None)[:, 0], alg.adv_grpo(rewards, 2))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# All-equal groups carry no signal: exactly zero advantage, whatever rounding the group statistics leave
+
+
+@pytest.mark.parametrize("g", [2, 3, 5, 7, 8, 13, 16, 33, 64])
+def test_all_equal_groups_with_non_dyadic_rewards_get_exactly_zero_advantage(g):
+    # 8 x 0.7 used to give A = +0.056 for every member (the float32 mean an ulp off, divided by std + 1e-6)
+    rng = np.random.default_rng(g)
+    values = [0.1, 0.3, 0.7, 0.9, 1 / 3, 2 / 3, 0.45, 1.7]
+    varied = rng.uniform(0, 1, size=g).astype(np.float32)
+    rewards = np.concatenate([np.full(g, v, np.float32) for v in values] + [varied])
+    mask = np.ones((rewards.size, 3), np.float32)
+    equal = slice(0, len(values) * g)
+    for name in ("grpo", "drgrpo", "rloo"):
+        adv = np.asarray(ADVANTAGES.get(name)(rewards, mask, g, cfg()))
+        np.testing.assert_array_equal(adv[equal], 0.0, err_msg=name)
+    # REINFORCE++-baseline centres exactly, then whitens over the batch: the batch mean of the centred values
+    # (0 in exact arithmetic) is rounding, ~1e-8 next to the varied group
+    adv = np.asarray(ADVANTAGES.get("reinforce++-baseline")(rewards, mask, g, cfg()))
+    assert np.abs(adv[equal]).max() < 1e-6
+    # groups that are not all equal keep the formula (verl's float32 numbers), unchanged by the zeroing
+    r = varied.astype(np.float64)
+    expected = {"grpo": (r - r.mean()) / (r.std(ddof=1) + 1e-6), "drgrpo": r - r.mean(),
+                "rloo": g / (g - 1) * (r - r.mean())}
+    for name, ref in expected.items():
+        adv = np.asarray(ADVANTAGES.get(name)(rewards, mask, g, cfg()))
+        np.testing.assert_allclose(adv[-g:, 0], ref, rtol=2e-5, atol=2e-6, err_msg=name)
+    # a whole batch of equal rewards: REINFORCE++'s batch whitening gives 0 too
+    for value in values:
+        same = np.full(4 * g, value, np.float32)
+        for name in ("reinforce++", "reinforce++-baseline"):
+            np.testing.assert_array_equal(ADVANTAGES.get(name)(same, np.ones((4 * g, 3), np.float32), g, cfg()), 0.0,
+                                          err_msg=f"{name} {value}")
+
+
+def test_all_equal_groups_are_zero_in_the_pairwise_and_combiner_normalizations():
+    from shared.rewards.combine import group_normalize
+    from shared.rl import pairwise as pw
+
+    for g in (2, 5, 8, 64):
+        x = np.concatenate([np.full(g, 0.7), np.full(g, 1 / 3)])
+        np.testing.assert_array_equal(group_normalize(x, g, 1e-6), 0.0)
+    # brpo-norm: members (all but the reference) with equal verdicts -> 0; round robin of a group of ties -> 0
+    p = np.array([[1.0, 1.0, 0.0, 1.0], [-1.0, 0.0, -1.0, -1.0]], np.float32)
+    np.testing.assert_array_equal(pw.adv_brpo(p, np.array([2, 1]), "norm"), 0.0)
+    np.testing.assert_array_equal(pw.adv_round_robin(np.zeros((2, 5, 5), np.float32)), 0.0)
+    # ETR's group variance level of an all-equal group is exactly 0
+    from shared.rl.etr import group_pass_stats
+
+    _, v, _ = group_pass_stats(np.full(16, 0.7), 8)
+    np.testing.assert_array_equal(v, 0.0)

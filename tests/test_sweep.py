@@ -554,3 +554,78 @@ def test_plots_a_person_can_read(tmp_path):
     assert ax.get_xlabel() == "peak learning rate" and ax.get_ylabel() == "eval/loss (nats per token)"
     assert ax.get_xscale() == "log"
     assert len(ax.containers) == 1 and ax.containers[0].has_yerr  # error bars over the 2 seeds
+
+
+# -- signals: a stopped sweep stops its points, a killed one takes them along -----------------------------
+SLEEPY_LAUNCHER = textwrap.dedent('''
+    import os, signal, sys, time
+    args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
+    workdir = args["workdir"]
+
+    def term(signum, frame):  # as the launcher: save the step, then exit 143
+        time.sleep(0.5)
+        with open(os.path.join(workdir, "saved"), "w") as f:
+            f.write(str(signum))
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, term)
+    with open(os.path.join(workdir, "pid"), "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+''')
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\\tZ" not in next(line for line in f if line.startswith("State:"))
+    except (FileNotFoundError, StopIteration):
+        return False
+
+
+def _wait_for(predicate, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and the parent-death signal")
+@pytest.mark.parametrize("signame", ["TERM", "INT", "KILL"])
+def test_a_stopped_sweep_stops_its_points_and_a_killed_one_takes_them_along(setup, tmp_path, signame):
+    """SIGTERM / SIGINT: the sweep forwards SIGTERM to its running point, waits for it to save and exits 128 + n
+    with one line. SIGKILL: the point dies with the sweep (parent-death signal), no orphan keeps running."""
+    import signal
+
+    launcher = tmp_path / "sleepy_launcher.py"
+    launcher.write_text(SLEEPY_LAUNCHER)
+    point = os.path.join(setup["workdir"], "lr0.1_s0")
+    sweep = subprocess.Popen([sys.executable, "-m", "shared.sweep", f"--config={setup['table']()}",
+                              f"--workdir={setup['workdir']}", "--only=lr0.1_s0",
+                              f"--launcher={sys.executable} {launcher}"],
+                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: os.path.exists(os.path.join(point, "pid"))), sweep.stderr.read()
+        time.sleep(0.2)
+        with open(os.path.join(point, "pid")) as f:
+            child = int(f.read())
+        assert _alive(child)
+        sweep.send_signal(getattr(signal, f"SIG{signame}"))
+        out, err = sweep.communicate(timeout=60)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert _wait_for(lambda: not _alive(child), timeout=20), "the point outlived its sweep"
+    if signame == "KILL":
+        assert sweep.returncode == -signal.SIGKILL and not os.path.exists(os.path.join(point, "saved"))
+        return
+    code = 128 + getattr(signal, f"SIG{signame}")
+    assert sweep.returncode == code, (out, err)
+    assert err.strip().splitlines() == [f"shared.sweep: interrupted by SIG{signame}: the running points saved their "
+                                        "checkpoints; re-run the same command to resume"], err
+    with open(os.path.join(point, "saved")) as f:
+        assert f.read() == str(int(signal.SIGTERM))  # the point got SIGTERM from the sweep and saved
+    ends = [json.loads(line) for line in open(os.path.join(point, "launches.jsonl"))]
+    assert ends[-1]["event"] == "end" and ends[-1]["status"] == "stopped" and ends[-1]["returncode"] == 143

@@ -343,13 +343,37 @@ def _damaged(step_dir: Any, reason: str) -> CheckpointDamagedError:
     return CheckpointDamagedError(f"checkpoint {step_dir} is damaged: {reason}", reason)
 
 
+_DAMAGE_TYPES = (ValueError, KeyError, OSError, EOFError)
+_NOT_DAMAGE_TYPES = (PermissionError, ConnectionError, TimeoutError, MemoryError)
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """The error, then what it wraps (__cause__, else __context__), outermost first."""
+    seen: list[BaseException] = []
+    while error is not None and all(error is not e for e in seen):
+        seen.append(error)
+        error = error.__cause__ or error.__context__
+    return seen
+
+
+def _message(error: BaseException) -> str:
+    return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+
+
+def _is_transient(error: BaseException) -> bool:
+    return isinstance(error, _NOT_DAMAGE_TYPES) or _message(error).split(":", 1)[0].strip() in _TRANSIENT_CODES
+
+
 class _damage_context:
     """Turn an error raised while reading `what` from a checkpoint into CheckpointDamagedError.
 
     Damage is what reading the files raises: orbax/tensorstore report truncated or corrupted files and
     missing metadata as ValueError (OUT_OF_RANGE, DATA_LOSS, NOT_FOUND, ZSTD ... Data corruption, bad
-    JSON), KeyError ("Unknown key") or OSError. Transient storage errors (codes above), permission and
-    connection errors, and every other exception type (bugs, out of memory, interrupts) propagate.
+    JSON), KeyError ("Unknown key") or OSError, and orbax may wrap those in another exception (a truncated
+    array chunk arrives as a plain `Exception("Encountered error while reading array index ...")` whose
+    cause is tensorstore's OUT_OF_RANGE ValueError): the whole chain (__cause__ / __context__) is read.
+    Transient storage errors (codes above), permission, connection, timeout and memory errors anywhere in the
+    chain, and exceptions that wrap no damage (bugs, interrupts) propagate.
     """
 
     def __init__(self, step_dir: Any, what: str):
@@ -359,16 +383,17 @@ class _damage_context:
         return self
 
     def __exit__(self, kind, error, tb):
-        if error is None or isinstance(error, (CheckpointDamagedError, CheckpointMismatchError)):
+        if error is None or not isinstance(error, Exception):
             return False
-        if isinstance(error, (PermissionError, ConnectionError, TimeoutError)):
+        if isinstance(error, (CheckpointDamagedError, CheckpointMismatchError)):
             return False
-        if not isinstance(error, (ValueError, KeyError, OSError, EOFError)):
+        chain = _chain(error)
+        if any(_is_transient(e) for e in chain):
             return False
-        message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
-        if message.split(":", 1)[0].strip() in _TRANSIENT_CODES:
+        damage = next((e for e in chain if isinstance(e, _DAMAGE_TYPES)), None)
+        if damage is None:
             return False
-        raise _damaged(self.step_dir, f"{self.what}: {_short_reason(message, self.step_dir)}") from error
+        raise _damaged(self.step_dir, f"{self.what}: {_short_reason(_message(damage), self.step_dir)}") from error
 
 
 class _quiet_closed_event_loop:

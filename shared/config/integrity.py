@@ -55,8 +55,8 @@ def check_workdir_config(new: dict, workdir: str, allow: Sequence[str] = ()) -> 
     """The changes of `new` (the config as JSON data) against <workdir>/config.json: {} for a new workdir or the
     same config; the allowed changes otherwise. Raises ConfigError (one line) on any change not allowed."""
     path = fs.join(workdir, "config.json")
-    if not fs.exists(path):
-        return {}
+    if not fs.exists(path) or not has_results(workdir):
+        return {}  # a new workdir, or one whose launches never trained (failed or killed in their setup)
     try:
         old = json.loads(fs.read_text(path))
     except (OSError, ValueError) as e:
@@ -72,6 +72,25 @@ def check_workdir_config(new: dict, workdir: str, allow: Sequence[str] = ()) -> 
     return changes
 
 
+def has_results(workdir: str, depth: int = 2) -> bool:
+    """Whether a launch in `workdir` got anywhere: summary.json, or a checkpoint step or exported params in it or
+    in a folder up to `depth` levels down (the RL task's <workdir>/sft, a project's sub-runs)."""
+    if not fs.isdir(workdir):
+        return False
+    names = fs.listdir(workdir)
+    if "summary.json" in names:
+        return True
+    if "checkpoints" in names and any(n.isdigit() for n in fs.listdir(fs.join(workdir, "checkpoints"))):
+        return True
+    if "params" in names and fs.exists(fs.join(workdir, "params", "_METADATA")):
+        return True
+    if depth <= 0:
+        return False
+    skip = {"checkpoints", "params", "tb"}
+    return any(has_results(fs.join(workdir, n), depth - 1) for n in names
+               if n not in skip and not n.startswith(".") and fs.isdir(fs.join(workdir, n)))
+
+
 def record_changes(workdir: str, changes: dict[str, tuple[Any, Any]]) -> None:
     """Appends one line {time, step, changes} to <workdir>/config_history.jsonl (on gs://: rewrites it)."""
     if not changes:
@@ -79,3 +98,41 @@ def record_changes(workdir: str, changes: dict[str, tuple[Any, Any]]) -> None:
     entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "from_step": last_checkpoint_step(workdir),
              "changes": {k: {"old": a, "new": b} for k, (a, b) in changes.items()}}
     fs.append_text(fs.join(workdir, HISTORY_FILE), json.dumps(entry, sort_keys=True, default=str) + "\n")
+
+
+# A re-run's allowed changes are recorded only once the run has restored and validated under them: the launcher
+# defers them here, the Trainer commits them right after its restore (or warm start) succeeded, and the launcher
+# commits what is still pending when the task returns and drops it when the task fails. So a change the checkpoint
+# cannot take (a model dim) leaves config.json and config_history.jsonl as they were, and the original command
+# still runs.
+_PENDING: dict[str, tuple[str, dict[str, tuple[Any, Any]]]] = {}
+
+
+def _key(workdir: str) -> str:
+    return fs.absolute(workdir).rstrip("/")
+
+
+def defer_changes(workdir: str, config_json: str, changes: dict[str, tuple[Any, Any]]) -> None:
+    """Keeps (config.json text, changes) until `commit_pending(workdir)`."""
+    _PENDING[_key(workdir)] = (config_json, changes)
+
+
+def has_pending(workdir: str) -> bool:
+    return _key(workdir) in _PENDING
+
+
+def commit_pending(workdir: str, write: bool = True) -> bool:
+    """Records the deferred changes of `workdir` (config_history.jsonl, then config.json) if any; `write=False`
+    (processes other than 0) only forgets them. Returns whether there were any."""
+    pending = _PENDING.pop(_key(workdir), None)
+    if pending is None:
+        return False
+    if write:
+        text, changes = pending
+        record_changes(workdir, changes)
+        fs.write_text(fs.join(workdir, "config.json"), text)
+    return True
+
+
+def discard_pending(workdir: str) -> None:
+    _PENDING.pop(_key(workdir), None)

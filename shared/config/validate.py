@@ -23,7 +23,48 @@ REGISTRY_KEYS: dict[str, registry.Registry] = {
     "optim.schedule": registry.SCHEDULES,
     "data.source": registry.DATASETS,
     "data.tokenizer": registry.TOKENIZERS,
+    "train.hooks": registry.HOOKS,
+    "rl.task": registry.DATASETS,
+    "rl.advantage": registry.ADVANTAGES,
+    "rl.policy_loss": registry.POLICY_LOSSES,
+    "rl.critic": registry.CRITICS,
+    "rl.reward_combine": registry.REWARD_COMBINERS,
 }
+# Keys of config groups only some tasks' configs have (checked where present).
+OPTIONAL_REGISTRY_KEYS: dict[str, registry.Registry] = {
+    "rm.loss_hooks": registry.LOSS_HOOKS,
+    "diffusion.t_sampler": registry.T_SAMPLERS,
+    "diffusion.mask_sampler": registry.MASK_SAMPLERS,
+}
+
+# Numeric keys and their bounds: (key, lowest allowed, whether the lowest is allowed itself). Checked where present.
+NUMERIC_BOUNDS: tuple[tuple[str, float, bool], ...] = (
+    ("train.steps", 0, True), ("train.log_every", 1, True), ("train.eval_every", 1, True),
+    ("train.checkpoint_every", 1, True), ("train.eval_batches", 0, True), ("train.sample_tokens", 0, True),
+    ("train.z_loss", 0, True), ("train.diverge_loss", 0, True),
+    ("optim.lr", 0, True), ("optim.warmup_steps", 0, True), ("optim.decay_steps", 0, True),
+    ("optim.min_lr_ratio", 0, True), ("optim.eps", 0, True), ("optim.weight_decay", 0, True),
+    ("optim.grad_clip", 0, True), ("optim.b1", 0, True), ("optim.b2", 0, True),
+    ("data.seq_len", 1, True), ("data.val_fraction", 0, True), ("data.max_docs", 0, True),
+    ("data.n_train", 0, True), ("model.n_layers", 1, True), ("model.d_model", 1, True), ("model.d_ff", 1, True),
+    ("model.vocab_size", 1, True), ("model.max_seq_len", 1, True), ("model.norm_eps", 0, True),
+    ("rl.group_size", 1, True), ("rl.prompts_per_step", 1, True), ("rl.num_iterations", 1, True),
+    ("rl.mini_batches", 1, True), ("rl.max_new_tokens", 1, True), ("rl.n_train", 1, True), ("rl.n_eval", 0, True),
+    ("rl.eval_every", 1, True), ("rl.eval_samples", 0, True), ("rl.warmup_sft_steps", 0, True),
+    ("rl.sft_lr", 0, True), ("rl.sft_batch_size", 1, True), ("rl.temperature", 0, True), ("rl.top_k", 0, True),
+    ("rl.top_p", 0, False), ("rl.eps_low", 0, True), ("rl.eps_high", 0, True), ("rl.dual_clip", 0, True),
+    ("rl.adv_eps", 0, True), ("rl.kl_coef", 0, True), ("rl.entropy_coef", 0, True), ("rl.value_coef", 0, True),
+    ("rl.value_clip", 0, True), ("rl.gamma", 0, True), ("rl.lam", 0, True), ("rl.overlong_len", 0, True),
+    ("rl.overlong_cache", 0, True), ("rl.dynamic_sampling_max_tries", 0, True), ("rl.loss_agg_max_len", 0, True),
+    ("rl.reward_calibration_prompts", 0, True), ("rl.reward_calibration_samples", 0, True),
+)
+# Tasks with nothing to do at train.steps=0 (RL tasks evaluate their warm start then: a table's "SFT only" arm).
+TASKS_THAT_TRAIN = ("pretrain", "sft", "rm", "mdm")
+# Keys with an upper bound too: (key, highest allowed).
+UPPER_BOUNDS: tuple[tuple[str, float], ...] = (
+    ("optim.b1", 1), ("optim.b2", 1), ("optim.min_lr_ratio", 1), ("data.val_fraction", 1), ("rl.top_p", 1),
+    ("rl.gamma", 1), ("rl.lam", 1),
+)
 
 Validator = Callable[[ml_collections.ConfigDict, dict[str, int]], None]
 _VALIDATORS: list[Validator] = []
@@ -43,7 +84,11 @@ def validate(config: ml_collections.ConfigDict, num_devices: int, process_count:
     `platform` ("cpu" | "gpu" | "tpu"), when given, must match the preset's platform. `plan`: the launcher's
     shared.config.mesh.MeshPlan of config.mesh (built here when not given).
     """
+    check_finite(config)
     check_registry_names(config)
+    check_registry_names(config, OPTIONAL_REGISTRY_KEYS)
+    check_reward_names(config)
+    check_numbers(config)
     mesh_shape = plan.check(num_devices, platform) if plan is not None else check_mesh(config, num_devices, platform)
     check_model_dims(config, mesh_shape)
     check_batch(config, mesh_shape, process_count)
@@ -80,6 +125,59 @@ def check_registry_names(config: ml_collections.ConfigDict,
         for name in value if isinstance(value, (list, tuple)) else [value]:
             if name not in reg:
                 raise ConfigError(f"{key}: {reg.unknown_message(name)}")
+
+
+def _leaves(node: Any, prefix: str = ""):
+    if isinstance(node, (ml_collections.ConfigDict, dict)):
+        for key in node.keys():
+            yield from _leaves(node[key], f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(node, (list, tuple)):
+        for i, item in enumerate(node):
+            yield from _leaves(item, f"{prefix}[{i}]")
+    else:
+        yield prefix, node
+
+
+def check_finite(config: ml_collections.ConfigDict) -> None:
+    """No NaN or infinity anywhere in the config (a learning rate of nan trained to NaN metrics and exit 0)."""
+    import math
+
+    for key, value in _leaves(config):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}={value}: must be a finite number")
+
+
+def check_numbers(config: ml_collections.ConfigDict) -> None:
+    """Counts, rates and coefficients within their bounds (NUMERIC_BOUNDS, UPPER_BOUNDS), where present."""
+    for key, low, inclusive in NUMERIC_BOUNDS:
+        present, value = _lookup(config, key)
+        if not present or value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if value < low or (value == low and not inclusive):
+            raise ConfigError(f"{key}={value} must be {'>=' if inclusive else '>'} {low}")
+    present, steps = _lookup(config, "train.steps")
+    if present and steps == 0 and config.get("task") in TASKS_THAT_TRAIN:
+        raise ConfigError(f"train.steps=0: the {config.task} task trains at least one step (0 steps is for RL tasks "
+                          "that only evaluate their warm start)")
+    for key, high in UPPER_BOUNDS:
+        present, value = _lookup(config, key)
+        if present and isinstance(value, (int, float)) and not isinstance(value, bool) and value > high:
+            raise ConfigError(f"{key}={value} must be <= {high}")
+
+
+def check_reward_names(config: ml_collections.ConfigDict) -> None:
+    """rl.rewards: a list of (REWARDS name, weight[, kwargs]); "task" is the task's own checker."""
+    present, specs = _lookup(config, "rl.rewards")
+    if not present:
+        return
+    for i, spec in enumerate(specs):
+        spec = [spec] if isinstance(spec, str) else list(spec)
+        if not spec or not isinstance(spec[0], str):
+            raise ConfigError(f"rl.rewards[{i}]={spec!r}: expected (name, weight[, kwargs])")
+        if spec[0] != "task" and spec[0] not in registry.REWARDS:
+            raise ConfigError(f"rl.rewards[{i}]: {registry.REWARDS.unknown_message(spec[0])}")
+        if len(spec) > 1 and (isinstance(spec[1], bool) or not isinstance(spec[1], (int, float))):
+            raise ConfigError(f"rl.rewards[{i}]: weight {spec[1]!r} is not a number")
 
 
 def check_mesh(config: ml_collections.ConfigDict, num_devices: int, platform: str | None = None) -> dict[str, int]:

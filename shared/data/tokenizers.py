@@ -80,7 +80,11 @@ class SentencePieceTokenizer(Tokenizer):
 
         self.path = path
         self.model_proto = model_proto
-        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        try:
+            self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        except Exception as e:  # sentencepiece raises RuntimeError("Internal: ... could not parse ModelProto")
+            raise DataError(f"data.tokenizer_path: {path or '(in memory)'} is not a sentencepiece model "
+                            f"({' '.join(str(e).split())})") from None
         self.vocab_size = self.sp.get_piece_size()
         self.pad_id, self.bos_id, self.eos_id = self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id()
         if min(self.bos_id, self.eos_id) < 0:
@@ -126,7 +130,11 @@ class HFTokenizer(Tokenizer):
         if not os.path.isfile(path):
             raise DataError(f"data.tokenizer_path: {path} does not exist (data.tokenizer='hf' needs a tokenizer.json)")
         self.path = path
-        self.tok = tokenizers.Tokenizer.from_file(path)
+        try:
+            self.tok = tokenizers.Tokenizer.from_file(path)
+        except Exception as e:  # tokenizers raises its own Exception on a file it cannot parse
+            raise DataError(f"data.tokenizer_path: {path} is not a tokenizer.json ({' '.join(str(e).split())[:200]})"
+                            ) from None
         self.vocab_size = self.tok.get_vocab_size(with_added_tokens=True)
         named = self._special_tokens_from_config(os.path.join(os.path.dirname(path), "tokenizer_config.json"))
         eos = self._find_id(named.get("eos_token"), self._EOS_NAMES)
@@ -264,7 +272,11 @@ def _make_byte(data_cfg, *, workdir: str | None, vocab_size: int, train_texts: T
 @TOKENIZERS.register("sentencepiece")
 def _make_sentencepiece(data_cfg, *, workdir: str | None, vocab_size: int,
                         train_texts: TrainTexts | None) -> Tokenizer:
-    path = _cfg_get(data_cfg, "tokenizer_path", "") or (fs.join(workdir, "tokenizer.model") if workdir else "")
+    given = _cfg_get(data_cfg, "tokenizer_path", "")
+    if given and not fs.isfile(given):  # a typo must not silently train a new model
+        raise DataError(f"data.tokenizer_path={given} does not exist (data.tokenizer='sentencepiece' loads an "
+                        "existing .model; leave the path empty to train one into the workdir)")
+    path = given or (fs.join(workdir, "tokenizer.model") if workdir else "")
     if path and fs.isfile(path):
         log.info("loading sentencepiece model %s", path)
         return SentencePieceTokenizer.load(path)
@@ -285,6 +297,21 @@ def _make_hf(data_cfg, *, workdir: str | None, vocab_size: int, train_texts: Tra
     if not path:
         raise DataError("data.tokenizer_path is empty: data.tokenizer='hf' needs a tokenizer.json (or its folder)")
     return HFTokenizer(path)
+
+
+def check_tokenizer_path(data_cfg) -> None:
+    """Raises DataError (one line) when data.tokenizer_path names no file the tokenizer can read: checked by the
+    launcher before any work starts (the RL task builds its tokenizer only after the SFT warm start)."""
+    name, path = _cfg_get(data_cfg, "tokenizer", "byte"), _cfg_get(data_cfg, "tokenizer_path", "")
+    if not path or name not in ("sentencepiece", "hf"):
+        return
+    if name == "sentencepiece":
+        if not fs.isfile(path):
+            raise DataError(f"data.tokenizer_path={path} does not exist (data.tokenizer='sentencepiece' loads an "
+                            "existing .model; leave the path empty to train one into the workdir)")
+        SentencePieceTokenizer.load(path)
+    else:
+        HFTokenizer(path)
 
 
 def build_tokenizer(data_cfg, workdir: str | None, vocab_size: int,

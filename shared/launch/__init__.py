@@ -38,6 +38,11 @@ USAGE = ("usage: python -m shared.launch --config=FILE.py[:VARIANT] --workdir=DI
          "       python -m shared.launch --list")
 
 
+class RunFailed(Exception):
+    """The run stopped on an error it reports in one line (a reward that raised under rl.reward_errors=raise):
+    `error: <message>` on stderr and exit 1, no traceback."""
+
+
 def _flag_values() -> flags.FlagValues:
     # A private FlagValues, not absl's global one: main() can run more than once in a process (tests, sweeps).
     fv = flags.FlagValues()
@@ -157,20 +162,84 @@ def list_registries(out=sys.stdout, width: int | None = None) -> int:
 
 
 def check_workdir(workdir: str) -> None:
-    """A local folder or an object-store prefix (gs://bucket/run, through shared.fs) whose package is installed."""
+    """A local folder we may write (or create), or an object-store prefix (gs://bucket/run, through shared.fs)
+    whose package is installed."""
     try:
         fs.check_backend(workdir)
     except ImportError as e:
         raise ConfigError(f"--workdir={e}") from None
     if fs.isfile(workdir):
         raise ConfigError(f"--workdir={workdir} is a file, not a folder")
+    if not fs.is_remote(workdir):
+        check_writable(workdir)
+
+
+def check_writable(workdir: str) -> None:
+    """Creates and removes a file in the workdir, or in its nearest existing ancestor when it does not exist yet:
+    a read-only file system or a folder without write permission is one line now, not a traceback later
+    (os.access would not do: it says yes to root on a read-only mount such as /sys)."""
+    import tempfile
+
+    folder = os.path.abspath(workdir)
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise ConfigError(f"--workdir={workdir}: {folder} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        raise ConfigError(f"--workdir={workdir}: cannot write in {folder} ({e.strerror or e})") from None
+
+
+def check_inputs(config) -> None:
+    """The files a config names, checked before any work starts: the warm start (train.init_from) and the
+    tokenizer (data.tokenizer_path). Raises ConfigError (one line)."""
+    from shared.data.sources import DataError
+    from shared.data.tokenizers import check_tokenizer_path
+    from shared.train.tasks import check_init_from
+
+    check_init_from(str(config.train.get("init_from", "") or ""))
+    try:
+        check_tokenizer_path(config.data)
+    except DataError as e:
+        raise ConfigError(" ".join(str(e).split())) from None
+
+
+def _agree(ok: bool, what: str) -> bool:
+    """Multi-process: whether process 0's `ok` (every process gets process 0's value)."""
+    import jax
+
+    if jax.process_count() == 1:
+        return ok
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    return bool(multihost_utils.broadcast_one_to_all(np.int32(ok)))
+
+
+def _remove_new_entries(workdir: str, before: set[str] | None) -> None:
+    """A first launch that failed leaves the workdir as it found it: gone if it did not exist (`before` None),
+    else without the entries it added (a sweep makes the point's folder, with its log, before launching)."""
+    if before is None:
+        fs.remove_tree(workdir)
+        return
+    for name in sorted(set(fs.listdir(workdir)) - before) if fs.isdir(workdir) else ():
+        path = fs.join(workdir, name)
+        if fs.isdir(path) or fs.is_remote(path):
+            fs.remove_tree(path)
+        else:
+            os.remove(path)
 
 
 def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str | None = None,
-        distributed: bool = False, allow_config_change: Sequence[str] = ()) -> dict | None:
+        distributed: bool = False, allow_config_change: Sequence[str] = (), command: str | None = None) -> dict | None:
     """The launch sequence; returns the task's final metrics. Bad input raises ConfigError (a task's data errors
-    too); nothing is written into the workdir before the config is validated and checked against the one the
-    workdir was started with, and a first launch that fails on its input leaves no workdir behind."""
+    too); nothing is written into the workdir before the config and the files it names are checked, and
+    against the config the workdir was started with. A first launch that fails leaves no workdir behind (a
+    failure after a checkpoint was written keeps it); a re-run's allowed config change is recorded only once the
+    run has restored under it. One launch at a time per workdir (shared.launch.lock)."""
     from shared.config.mesh import MeshPlan
 
     check_workdir(workdir)
@@ -191,27 +260,61 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
 
     from shared.checkpoint import CheckpointDamagedError, CheckpointMismatchError
     from shared.config import config_to_json
-    from shared.config.integrity import check_workdir_config, record_changes
+    from shared.config.integrity import check_workdir_config, commit_pending, defer_changes, discard_pending, \
+        has_results
     from shared.data.sources import DataError
+    from shared.launch.lock import WorkdirBusy, WorkdirLock
+    from shared.rewards.core import RewardError
 
     import_project(config.project)
     validate(config, jax.device_count(), jax.process_count(), platform=jax.default_backend(), plan=plan)
-    changes = check_workdir_config(json.loads(config_to_json(config)), workdir, allow_config_change)
-    created = not fs.exists(workdir)
-    if jax.process_index() == 0:
-        record_changes(workdir, changes)
-        write_config(config, workdir)
-    try:
-        metrics = TASKS.get(config.task)(config, workdir)
-    except (DataError, CheckpointMismatchError, CheckpointDamagedError, ConfigError) as e:
-        if created and jax.process_index() == 0:  # the task refused its input: leave no workdir behind
-            fs.remove_tree(workdir)
-        raise ConfigError(" ".join(str(e).split())) from None
-    if metrics and jax.process_index() == 0 and not fs.exists(fs.join(workdir, "summary.json")):
-        from shared.train import write_summary  # a task that returned its metrics without writing them
+    check_inputs(config)
+    config_text = config_to_json(config)
+    check_workdir_config(json.loads(config_text), workdir, allow_config_change)  # fails before taking the lock
+    is_main = jax.process_index() == 0
 
-        write_summary(workdir, metrics)
-    return metrics
+    before = (set(fs.listdir(workdir)) if fs.isdir(workdir) else set()) if fs.exists(workdir) else None
+    lock = WorkdirLock(workdir, command=command) if is_main else None
+    busy = ""
+    if lock is not None:
+        try:
+            lock.acquire()
+        except WorkdirBusy as e:
+            busy = str(e)
+        except OSError as e:
+            raise ConfigError(f"--workdir={workdir}: cannot create its lock file ({e.strerror or e})") from None
+    if not _agree(not busy, "workdir lock"):
+        raise ConfigError(busy or f"workdir {workdir} is in use by another launch")
+    fresh = False
+    try:
+        changes = check_workdir_config(json.loads(config_text), workdir, allow_config_change)
+        # fresh: no config.json, or one from a launch that never trained (it failed or was killed in its setup)
+        fresh = not fs.exists(fs.join(workdir, "config.json")) or not has_results(workdir)
+        if fresh:
+            if is_main:
+                write_config(config, workdir)
+        elif changes:
+            defer_changes(workdir, config_text + "\n", changes)
+        try:
+            metrics = TASKS.get(config.task)(config, workdir)
+        except (DataError, CheckpointMismatchError, CheckpointDamagedError) as e:
+            raise ConfigError(" ".join(str(e).split())) from None
+        except RewardError as e:  # names the reward and the example
+            raise RunFailed(" ".join(str(e).split())) from None
+        commit_pending(workdir, write=is_main)
+        if metrics and is_main and not fs.exists(fs.join(workdir, "summary.json")):
+            from shared.train import write_summary  # a task that returned its metrics without writing them
+
+            write_summary(workdir, metrics)
+        return metrics
+    except BaseException:
+        discard_pending(workdir)
+        if fresh and is_main and not has_results(workdir):
+            _remove_new_entries(workdir, before)
+        raise
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -232,10 +335,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(f"--config and --workdir are required ({USAGE.splitlines()[0][len('usage: '):]})")
         with raise_on_signals():
             metrics = run(fv.config, fv.workdir, overrides, mesh=fv.mesh, distributed=fv.distributed,
-                          allow_config_change=fv.allow_config_change)
+                          allow_config_change=fv.allow_config_change,
+                          command=" ".join(["python -m shared.launch", *argv]))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RunFailed as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 1
     except Interrupted as e:
         print(f"interrupted by {e}: checkpoints in the workdir are complete; re-run the same command to resume",
               file=sys.stderr, flush=True)
@@ -252,4 +359,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["import_project", "list_registries", "main", "prepare_environment", "run"]
+__all__ = ["RunFailed", "import_project", "list_registries", "main", "prepare_environment", "run"]

@@ -153,20 +153,25 @@ class MetricsWriter:
         return dropped
 
     def _kept(self, lines: list[str], step: int) -> tuple[list[str], int]:
-        """(the lines with step < `step`, how many metrics lines were dropped); a cut-short last line is dropped."""
-        kept, total = [], 0
+        """(the lines with step < `step`, how many metrics lines were dropped); a cut-short last line is dropped, and
+        so is a row repeating an earlier row's step and keys (two launches that once wrote the same workdir at
+        once), so the file never holds a step twice."""
+        kept, total, seen = [], 0, set()
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             total += 1
             try:
-                line_step = int(json.loads(line)["step"])
+                row = json.loads(line)
+                line_step = int(row["step"])
             except (ValueError, KeyError, TypeError) as e:
                 if number == len(lines):  # a line cut short when the run was killed
                     _log.warning("%s:%d: dropping a partial last line", self.path, number)
                     continue
                 raise ValueError(f"{self.path}:{number}: not a metrics line with a 'step' ({e})") from None
-            if line_step < step:
+            signature = (line_step, tuple(sorted(k for k in row if k != "time")))
+            if line_step < step and signature not in seen:
+                seen.add(signature)
                 kept.append(line)
         return kept, total - len(kept)
 

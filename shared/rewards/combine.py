@@ -339,7 +339,10 @@ def group_normalize(x: np.ndarray, group_size: int | None, eps: float) -> np.nda
         return x.copy()
     grouped = x.reshape(-1, g)
     centred = grouped - grouped.mean(axis=1, keepdims=True)
-    return (centred / (grouped.std(axis=1, ddof=1, keepdims=True) + eps)).reshape(-1)
+    normalized = centred / (grouped.std(axis=1, ddof=1, keepdims=True) + eps)
+    # a group whose values are all equal gets exactly 0, not the rounding of its mean divided by eps
+    return np.where(grouped.max(axis=1, keepdims=True) == grouped.min(axis=1, keepdims=True), 0.0,
+                    normalized).reshape(-1)
 
 
 def variance_shares(parts: dict, group_size: int | None) -> dict:

@@ -104,6 +104,26 @@ def group_mean_std(rewards: jax.Array, ddof: int = 1) -> tuple[jax.Array, jax.Ar
     return jnp.mean(rewards, axis=1), jnp.std(rewards, axis=1, ddof=ddof)
 
 
+def all_equal(grouped: jax.Array, where: jax.Array | None = None) -> jax.Array:
+    """[B, 1] bool: whether each group's values (those `where` marks, when given) are all equal. max == min is the
+    exact test: the float32 mean of equal values that are not dyadic (0.7, 1/3) is off by an ulp, and the std of
+    such a group is ~6e-8 instead of 0, which divided by (std + 1e-6) would give every member |A| ~ 0.06."""
+    if where is None:
+        return jnp.max(grouped, axis=1, keepdims=True) == jnp.min(grouped, axis=1, keepdims=True)
+    high = jnp.max(jnp.where(where, grouped, -jnp.inf), axis=1, keepdims=True)
+    low = jnp.min(jnp.where(where, grouped, jnp.inf), axis=1, keepdims=True)
+    return high <= low
+
+
+def zero_if_all_equal(advantages: jax.Array, grouped: jax.Array, where: jax.Array | None = None) -> jax.Array:
+    """advantages[B, G] with the groups whose values are all equal set to exactly 0 (no learning signal), whatever
+    rounding the group statistics left; other groups unchanged (bit-for-bit). Groups of one sample keep theirs
+    (verl's A = R)."""
+    if grouped.shape[1] == 1:
+        return advantages
+    return jnp.where(all_equal(grouped, where), 0.0, advantages)
+
+
 def adv_grpo(rewards: jax.Array, group_size: int, eps: float = 1e-6, scale_by_std: bool = True) -> jax.Array:
     """GRPO: A_i = (R_i - mean_g R) / (std_g R + eps); Dr. GRPO (scale_by_std=False): A_i = R_i - mean_g R.
     rewards[N] -> A[N]."""
@@ -112,7 +132,7 @@ def adv_grpo(rewards: jax.Array, group_size: int, eps: float = 1e-6, scale_by_st
     centered = grouped - mean[:, None]
     if scale_by_std:
         centered = centered / (std[:, None] + eps)
-    return centered.reshape(-1)
+    return zero_if_all_equal(centered, grouped).reshape(-1)
 
 
 def adv_rloo(rewards: jax.Array, group_size: int) -> jax.Array:
@@ -123,7 +143,7 @@ def adv_rloo(rewards: jax.Array, group_size: int) -> jax.Array:
     if g == 1:
         return grouped.reshape(-1)
     leave_one_out = (jnp.sum(grouped, axis=1, keepdims=True) - grouped) / (g - 1)
-    return (grouped - leave_one_out).reshape(-1)
+    return zero_if_all_equal(grouped - leave_one_out, grouped).reshape(-1)
 
 
 def whiten(x: jax.Array, mask: jax.Array, shift_mean: bool = True, eps: float = WHITEN_EPS) -> jax.Array:
@@ -136,7 +156,11 @@ def whiten(x: jax.Array, mask: jax.Array, shift_mean: bool = True, eps: float = 
     var = masked_mean(jnp.square(x - mean), mask)
     var = var * jnp.where(count > 1, count / jnp.maximum(count - 1, 1.0), 1.0)
     out = (x - mean) * jax.lax.rsqrt(var + eps)
-    return out if shift_mean else out + mean
+    if shift_mean:  # masked entries all equal: exactly 0 (the float32 mean of equal values can be an ulp off)
+        masked = mask > 0
+        same = jnp.max(jnp.where(masked, x, -jnp.inf)) <= jnp.min(jnp.where(masked, x, jnp.inf))
+        return jnp.where(same, 0.0, out)
+    return out + mean
 
 
 def token_level_rewards(rewards: jax.Array, mask: jax.Array) -> jax.Array:

@@ -97,6 +97,7 @@ def group_pass_stats(rewards, group_size: int, low: float = 0.0, high: float = 1
     grouped = x.reshape(-1, g)
     p = grouped.mean(axis=1)
     v = 4.0 * grouped.var(axis=1) if stat == "variance" else 4.0 * p * (1.0 - p)
+    v = np.where(grouped.max(axis=1) == grouped.min(axis=1), 0.0, v)  # all equal: exactly 0, not rounding
     return p, np.clip(v, 0.0, 1.0), x
 
 

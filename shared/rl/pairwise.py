@@ -37,7 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from shared.registry import ADVANTAGES
-from shared.rl.algorithms import Estimator, _broadcast, _knob, filter_informative_groups, group_mean_std
+from shared.rl.algorithms import (Estimator, _broadcast, _knob, filter_informative_groups, group_mean_std,
+                                  zero_if_all_equal)
 
 EXTERNAL = -1  # the second member of a pair: the group's external reference text
 
@@ -168,7 +169,8 @@ def adv_brpo(p, ref_idx, variant: str = "raw", eps: float = 1e-6):
     count = jnp.sum(members, axis=1, keepdims=True).astype(jnp.float32)
     mean = jnp.sum(jnp.where(members, w, 0.0), axis=1, keepdims=True) / jnp.maximum(count, 1.0)
     var = jnp.sum(jnp.where(members, jnp.square(w - mean), 0.0), axis=1, keepdims=True) / jnp.maximum(count - 1, 1.0)
-    return jnp.where(members & (count > 1), (w - mean) / (jnp.sqrt(var) + eps), 0.0)
+    adv = zero_if_all_equal((w - mean) / (jnp.sqrt(var) + eps), w, members)
+    return jnp.where(members & (count > 1), adv, 0.0)
 
 
 def win_rates(pmat, judged=None):
@@ -189,7 +191,7 @@ def adv_round_robin(pmat, judged=None, eps: float = 1e-6, scale_by_std: bool = T
     w = win_rates(pmat, judged)
     mean, std = group_mean_std(w)
     centered = w - mean[:, None]
-    return centered / (std[:, None] + eps) if scale_by_std else centered
+    return zero_if_all_equal(centered / (std[:, None] + eps) if scale_by_std else centered, w)
 
 
 def adv_fixed_reference(p):

@@ -73,7 +73,7 @@ def parse_args(argv: list[str]) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    from shared.sweep.runner import run_sweep
+    from shared.sweep.runner import SweepInterrupted, run_sweep
 
     args = parse_args(argv)
     try:
@@ -81,6 +81,11 @@ def main(argv: list[str]) -> int:
     except (ValueError, FileNotFoundError) as e:  # a bad table or flag: one line, no traceback
         print(f"shared.sweep: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # SIGTERM / SIGINT: the running points were stopped and saved
+        code = e.exit_code if isinstance(e, SweepInterrupted) else 130
+        print(f"shared.sweep: interrupted by {e if isinstance(e, SweepInterrupted) else 'SIGINT'}: the running "
+              "points saved their checkpoints; re-run the same command to resume", file=sys.stderr, flush=True)
+        return code
     return 0 if result.ok else 1
 
 

@@ -176,13 +176,42 @@ def _start(index: int, point: Point, command: list[str], point_dir: str, slot: s
     with open(log_path, "ab") as log:
         stamp = datetime.datetime.now().isoformat(timespec="seconds")
         log.write(f"=== {stamp} {shlex.join(command)}\n".encode())
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    # Its own session: a terminal's Ctrl-C reaches the sweep only, which forwards SIGTERM and waits for the save;
+    # the parent-death signal: a sweep killed outright (SIGKILL, the OOM killer) takes its points with it.
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True, preexec_fn=_die_with_parent())
     reader = threading.Thread(target=_tee, args=(proc, log_path, point.name, console), daemon=True)
     reader.start()
     record = {**launch, "started": report.iso_time(time.time()), "command": command,
               "cuda_visible_devices": slot}
     _append_launch(point_dir, {**record, "event": "start"})
     return _Running(index, point, proc, reader, slot, time.time(), record)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that makes the child get SIGKILL when this process dies (Linux prctl PR_SET_PDEATHSIG), or
+    None where there is no prctl. libc and the function are looked up here, in the parent: the child, forked from
+    a process with threads, only calls them."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+        import signal
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent, kill = os.getpid(), int(signal.SIGKILL)
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != parent:  # the sweep died before the signal was armed
+            os._exit(1)
+
+    return preexec
 
 
 def _append_launch(point_dir: str, record: dict) -> None:
@@ -196,13 +225,52 @@ def _end_launch(r: "_Running", point_dir: str, status: str, reason: str = "") ->
                                "returncode": r.proc.returncode, "status": status, "reason": reason})
 
 
-def _stop_all(running: Iterable[_Running]) -> None:
-    """Ctrl-C: stop our children (the launcher checkpoints on SIGTERM), then kill what is left."""
+STOP_TIMEOUT_S = 300.0  # how long stopped points get to save their checkpoint before they are killed
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """SIGTERM / SIGINT reached the sweep: its running points were stopped (they saved); exit 128 + signum."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+class _forward_signals:
+    """While running points, SIGTERM and SIGINT raise SweepInterrupted in the sweep's main thread (the scheduler
+    then stops every point with SIGTERM and waits for the saves). A no-op outside the main thread."""
+
+    def __enter__(self):
+        import signal
+
+        self.previous = {}
+        if threading.current_thread() is threading.main_thread():
+            def handle(signum, frame):
+                raise SweepInterrupted(signum)
+
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                self.previous[signum] = signal.signal(signum, handle)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        return False
+
+
+def _stop_all(running: Iterable[_Running], timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Stop our children with SIGTERM (the launcher checkpoints and exits 143), wait up to timeout_s for them,
+    then kill what is left."""
     running = list(running)
     for r in running:
         if r.proc.poll() is None:
             r.proc.terminate()
-    deadline = time.time() + 30
+    deadline = time.time() + timeout_s
     for r in running:
         try:
             r.proc.wait(timeout=max(0.1, deadline - time.time()))
@@ -294,41 +362,43 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
 
     pending, free, running, launched, ended = deque(to_run), list(slots), [], [], 0
     try:
-        while pending or running:
-            if time_budget_s is not None and time.time() - started_at > time_budget_s:
-                console.info(f"time budget of {time_budget_s:.0f}s spent: stopping {len(running)} running point(s), "
-                             f"{len(pending)} not started")
-                _stop_all(running)
-                for r in running:
-                    outcomes[r.point.name] = PointOutcome(r.point.name, "not run", r.proc.returncode,
-                                                          time.time() - r.start, "", "stopped at the time budget")
-                    _end_launch(r, dirs[r.point.name], "stopped", "time budget spent")
-                for _, point, _, _ in pending:
-                    outcomes[point.name] = PointOutcome(point.name, "not run", reason="time budget spent")
-                pending, running = deque(), []
-                break
-            for job in [j for j in pending if _blocked_by(j[1], outcomes)]:  # a stage it needs did not finish
-                pending.remove(job)
-                outcomes[job[1].name] = PointOutcome(job[1].name, "not run",
-                                                     reason=f"stage {_blocked_by(job[1], outcomes)} did not finish")
-            while free and (ready := [j for j in pending if _ready(j[1], outcomes)]):
-                index, point, command, point_dir = ready[0]
-                pending.remove(ready[0])
-                slot = free.pop(0)
-                where = f" on GPU {slot}" if slot is not None else ""
-                console.info(f"point {index}/{total} {point.name}: starting{where}")
-                launch = {"launch_id": uuid.uuid4().hex[:12], **launch_context}
-                running.append(_start(index, point, command, point_dir, slot, shares_gpu, console, launch))
-                launched.append(point.name)
-            for r in [r for r in running if r.proc.poll() is not None]:
-                running.remove(r)
-                free.append(r.slot)
-                ended += 1
-                note = lambda d: report.progress_note(sweep, d, ended, len(to_run), time.time() - started_at)  # noqa
-                outcomes[r.point.name] = _finish(r, dirs[r.point.name], total, console, note=note)
-            time.sleep(0.05)
-    except KeyboardInterrupt:
-        console.info(f"interrupted: stopping {len(running)} running point(s)")
+        with _forward_signals():
+            while pending or running:
+                if time_budget_s is not None and time.time() - started_at > time_budget_s:
+                    console.info(f"time budget of {time_budget_s:.0f}s spent: stopping {len(running)} running "
+                                 f"point(s), {len(pending)} not started")
+                    _stop_all(running)
+                    for r in running:
+                        outcomes[r.point.name] = PointOutcome(r.point.name, "not run", r.proc.returncode,
+                                                              time.time() - r.start, "", "stopped at the time budget")
+                        _end_launch(r, dirs[r.point.name], "stopped", "time budget spent")
+                    for _, point, _, _ in pending:
+                        outcomes[point.name] = PointOutcome(point.name, "not run", reason="time budget spent")
+                    pending, running = deque(), []
+                    break
+                for job in [j for j in pending if _blocked_by(j[1], outcomes)]:  # a stage it needs did not finish
+                    pending.remove(job)
+                    outcomes[job[1].name] = PointOutcome(job[1].name, "not run",
+                                                         reason=f"stage {_blocked_by(job[1], outcomes)} did not finish")
+                while free and (ready := [j for j in pending if _ready(j[1], outcomes)]):
+                    index, point, command, point_dir = ready[0]
+                    pending.remove(ready[0])
+                    slot = free.pop(0)
+                    where = f" on GPU {slot}" if slot is not None else ""
+                    console.info(f"point {index}/{total} {point.name}: starting{where}")
+                    launch = {"launch_id": uuid.uuid4().hex[:12], **launch_context}
+                    running.append(_start(index, point, command, point_dir, slot, shares_gpu, console, launch))
+                    launched.append(point.name)
+                for r in [r for r in running if r.proc.poll() is not None]:
+                    running.remove(r)
+                    free.append(r.slot)
+                    ended += 1
+                    note = lambda d: report.progress_note(sweep, d, ended, len(to_run), time.time() - started_at)  # noqa
+                    outcomes[r.point.name] = _finish(r, dirs[r.point.name], total, console, note=note)
+                time.sleep(0.05)
+    except KeyboardInterrupt as e:
+        console.info(f"interrupted{f' by {e}' if isinstance(e, SweepInterrupted) else ''}: stopping "
+                     f"{len(running)} running point(s) (SIGTERM: they save a checkpoint; a re-run resumes them)")
         _stop_all(running)
         for r in running:
             _end_launch(r, dirs[r.point.name], "stopped", "the sweep was interrupted")

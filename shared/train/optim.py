@@ -294,3 +294,29 @@ def make_optimizer(optim_cfg, total_steps: int, params: Any
     if any(multiplier != 1.0 for _, multiplier in groups):
         parts.append(scale_by_param_group(groups))
     return optax.chain(*parts), schedule
+
+
+def check_schedule(config, mesh_shape=None) -> None:
+    """Validator: the learning-rate schedule builds for train.steps (warmup within the decay horizon, ...), so a
+    bad combination is one line at launch instead of a traceback once the Trainer builds its optimizer. Runs for
+    configs that train (train.steps > 0) with a built-in schedule."""
+    from shared.config import ConfigError
+
+    if "optim" not in config or "train" not in config:
+        return
+    name, steps = config.optim.get("schedule", ""), int(config.train.get("steps", 0) or 0)
+    if steps <= 0 or name not in ("constant", "cosine", "linear", "wsd"):
+        return
+    try:
+        SCHEDULES.get(name)(config.optim, steps)
+    except ValueError as e:
+        raise ConfigError(" ".join(str(e).split())) from None
+
+
+def _register_validator() -> None:
+    from shared.config import register_validator
+
+    register_validator(check_schedule)
+
+
+_register_validator()

@@ -106,6 +106,45 @@ def params_initializer(config):
     return init
 
 
+INIT_FROM_SCHEMES = ("hf", "params", "run")
+
+
+def check_init_from(spec: str, key: str = "train.init_from") -> None:
+    """Raises ConfigError (one line) unless `spec` is "" or names a warm start that exists: "hf:<dir>" with
+    model.safetensors (or its index) or a .safetensors file, "params:<dir>" an export_params folder, "run:<workdir>"
+    a run with config.json and a checkpoint (or its exported params). Checked by the launcher before any work
+    starts; not a registered validator, since sweep points name stages that exist only once they have run."""
+    from shared import fs
+    from shared.config import ConfigError
+    from shared.model.convert.hf import INDEX_FILE, SINGLE_FILE
+
+    if not spec:
+        return
+    kind, sep, path = spec.partition(":")
+    if not sep or kind not in INIT_FROM_SCHEMES or not path:
+        raise ConfigError(f"{key}={spec!r}: expected 'hf:<dir>', 'params:<dir>' or 'run:<workdir>' (or '' for a "
+                          "random init)")
+    where = f"{key}={spec}"
+    if not fs.exists(path):
+        raise ConfigError(f"{where}: {path} does not exist")
+    if kind == "hf":
+        if fs.isdir(path):
+            if not (fs.exists(fs.join(path, SINGLE_FILE)) or fs.exists(fs.join(path, INDEX_FILE))):
+                raise ConfigError(f"{where}: {path} has neither {SINGLE_FILE} nor {INDEX_FILE} (no weights)")
+        elif not path.endswith(".safetensors"):
+            raise ConfigError(f"{where}: {path} is neither a folder of HF weights nor a .safetensors file")
+    elif kind == "params":
+        if not fs.isdir(path) or not fs.exists(fs.join(path, "_METADATA")):
+            raise ConfigError(f"{where}: {path} is not an export_params folder (no _METADATA)")
+    else:
+        if not fs.exists(fs.join(path, "config.json")):
+            raise ConfigError(f"{where}: {path} is not a run's workdir (no config.json)")
+        checkpoints = fs.join(path, "checkpoints")
+        steps = [n for n in fs.listdir(checkpoints) if n.isdigit()] if fs.isdir(checkpoints) else []
+        if not steps and not fs.isdir(fs.join(path, EXPORTED_PARAMS)):
+            raise ConfigError(f"{where}: the run in {path} has no checkpoint yet")
+
+
 def check_init_from_hf(config, mesh_shape=None) -> None:
     """Validator: train.init_from=hf:<dir> with a <dir>/config.json that config.model does not match in a field
     that changes the math is refused at launch, before the workdir's config.json is written (load_hf checks again

@@ -28,6 +28,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shared import fs
 from shared import sharding as sh
 from shared.checkpoint import Checkpointer, install_preemption_handler
+from shared.config.integrity import commit_pending
 from shared.metrics import (MetricsWriter, ProgressBar, latest_values, mfu_on_devices, peak_flops_per_device,
                             training_flops_per_token)
 from shared.model import attention_implementation, build_model, create_sharded
@@ -138,6 +139,8 @@ class Trainer:
             abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
             self.state["params"] = _fill_from_fresh(init_params(abstract), params)
             self.state["opt"] = self._replicate_stray(self._init_opt_state(self.state["params"]))
+        # the run restored (or warm-started) under its config: a re-run's allowed config change is recorded now
+        commit_pending(workdir, write=self.is_main)
 
         self._train_steps: dict[int, Callable] = {}
         self._train_step = self.train_step(int(config.train.micro_batches))
