@@ -133,6 +133,15 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
     rl.warmup_sft_steps = 2000 if size == "full" else 1200
     rl.sft_lr = 1e-3 if size == "full" else 2e-3
     rl.sft_batch_size = 64
+    if size == "mini":
+        # fixed memory budgets (numbers unchanged: a row's samples do not depend on the split). Left at 0, each
+        # process sizes its update micro-batch and its sampler calls to the free memory it sees when it starts: on an
+        # empty H200 that is the whole update batch (64 rows x <= 2,560 tokens, ~16 GB of activations by
+        # shared/rl/budget.py's estimate), so 9 points started together on one H200 ran out of memory (8.5 GiB
+        # allocations). 32,768 tokens per micro-batch (~3.2 GB) and 64 rows per sampler call (~3.2 GB for the
+        # Checker's 2,432-slot cache) keep a mini point to a few GB (README.md "Cost").
+        rl.micro_batch_tokens = 32768
+        rl.rollout_max_rows = 64
     c.data.seq_len = 1536
     c.data.greedy_eval_examples = 0
     c.train.steps = 300 if size == "full" else 100

@@ -270,6 +270,12 @@ def corrupt(world: dict, rng) -> dict[str, int]:
     values = dict(world["truth"])
     attr = str(rng.choice(world["asked"]))
     choices = [v for v in world["confusers"][attr] if v != values[attr]]
+    if not choices:   # every confuser shows the true value (few documents, small values): another asked attribute
+        others = [a for a in world["asked"] if any(v != values[a] for v in world["confusers"][a])]
+        if not others:
+            return values
+        attr = str(rng.choice(others))
+        choices = [v for v in world["confusers"][attr] if v != values[attr]]
     values[attr] = int(rng.choice(choices))
     return values
 

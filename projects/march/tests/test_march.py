@@ -290,7 +290,41 @@ def test_name_first_worlds_keep_the_draws_and_the_oracle():
     small = nf.numfacts("train", 30, seed=1, max_value=100, min_asked=2, max_asked=2, name_first=True)
     assert all(v < 100 for e in small for v in e["world"]["all_truth"].values())
     assert all(len(e["world"]["asked"]) == 2 for e in small)
+    # corrupting needs a confuser value that differs from the truth: with two documents and values in {10, 11} some
+    # attributes have none (another attribute is corrupted), with values all 10 none has (the answer stays clean)
+    for max_value, most in ((12, 0.35), (11, 0.0)):
+        rows = nf.traces("train", 300, seed=1, roles="solver", min_docs=2, max_docs=2, max_value=max_value)
+        wrong = [nf.oracle_check(nf.make_world(nf._rng(1, "train", 10_000_000 + i), (2, 2), max_value=max_value),
+                                 r["completion"])["hallucinated"] for i, r in enumerate(rows)]
+        assert np.mean(wrong) <= most and (np.mean(wrong) > 0.1 or most == 0.0)
     solver_only = nf.traces("train", 5, seed=1, roles="solver", name_first=True)
     assert {t["role"] for t in solver_only} == {"solver"}
     with pytest.raises(ValueError, match="roles"):
         nf.traces("train", 1, roles="judge")
+
+
+@pytest.mark.parametrize("variant", ["mini", "mini_copy", "mini_recall"])
+def test_a_tables_world_reaches_its_warm_start_its_rl_prompts_and_its_evaluation(variant):
+    """Every world option (derived, name_first, ...) of a table's SFT stage equals the RL points' (rl.task_options:
+    the RL prompts and the evaluation's test split) and their own SFT options (agent.sft_options): a flag that
+    reached the warm start but not the evaluation (or back) would evaluate a warm start on worlds it never saw."""
+    from experiments.march.numfacts import world_options
+    from shared.config import load_config
+    from shared.sweep.table import config_spec, format_override_value, load_sweep
+
+    sweep = load_sweep(config_spec("experiments/march/table.py", variant))
+    keys = list(world_options().keys())
+    pick = lambda options: {k: options[k] for k in keys}   # noqa: E731
+    stages = {}
+    for stage in sweep.stages:
+        config = load_config(config_spec("experiments/march/table.py", stage.arg),
+                             [f"{k}={format_override_value(v)}" for k, v in stage.overrides.items()])
+        stages[stage.name] = pick(config.data.task_options)
+    for point in sweep.points:
+        config = load_config(config_spec("experiments/march/table.py", point.arg),
+                             [f"{k}={format_override_value(v)}" for k, v in point.overrides.items()])
+        stage = stages[f"warmstart_s{config.seed}"]
+        assert pick(config.rl.task_options) == stage == pick(config.agent.sft_options), point.name
+    if variant == "mini_recall":
+        assert stage["name_first"] and not stage["derived"]
+        assert nf.numfacts("test", 1, seed=0, **stage)[0]["world"]["name_first"]
