@@ -54,7 +54,7 @@ COLUMNS = ["eval/halluc_rate", "eval/halluc_rate_before", "eval/halluc_rate_samp
            "rl/role/solver/halluc_rate", "rl/role/solver/coverage",
            "rl/role/checker/agreement", "rl/role/checker/confirm_rate", "rl/role/checker/oracle_confirm_rate",
            "rl/role/proposer/questions", "rl/role/solver/reward_mean", "wall_time_s"]
-VARIANTS = (None, "", "mini", "mini_copy", "mini_recall", "smoke")
+SWEEP_ARGS = (None, "", "mini", "mini_copy", "mini_recall", "smoke")
 
 
 def get_config(arg=None):
@@ -63,7 +63,7 @@ def get_config(arg=None):
 
 
 def get_sweep(arg=None):
-    if arg not in VARIANTS:
+    if arg not in SWEEP_ARGS:
         raise ValueError(f"experiments/march/table.py: unknown sweep variant {arg!r} (known: mini, mini_copy, "
                          "mini_recall, smoke)")
     table_name = "march_" + (arg or "table")
