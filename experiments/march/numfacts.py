@@ -26,11 +26,21 @@ from shared.config.base import base_config
 VARIANTS = ("sft", "mini", "grpo", "sft_mini", "sft_smoke", "mini_smoke", "grpo_smoke")
 
 
+def world_options(**extra) -> ml_collections.ConfigDict:
+    """NumFacts-RAG's world options (projects/march/numfacts.make_world), every key spelled out so that a sweep or a
+    command line can override any of them (an override cannot add a key)."""
+    c = ml_collections.ConfigDict({"min_docs": 4, "max_docs": 8, "min_asked": 3, "max_asked": 5, "derived": True,
+                                   "name_first": False, "max_value": 2000, "n_attributes": 5})
+    c.update(extra)
+    return c
+
+
 def march_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.reward = "ztr"                # ztr | ztr01 | err | oracle (game.py)
     c.symmetric_checker = False     # True: the Checker also sees the Solver's response (ablation)
     c.checker_samples = 3           # M audits per response, majority vote
+    c.eval_print = 3                # test examples printed with their documents at each evaluation (greedy answers)
     return c
 
 
@@ -56,7 +66,7 @@ def sft_config(size: str) -> ml_collections.ConfigDict:
     _model(c, size)
     c.data.tokenizer = "byte"
     c.data.source = "rl/march/traces"
-    c.data.task_options = ml_collections.ConfigDict({"error_rate": 0.3, "symmetric_share": 0.5, "derived": True})
+    c.data.task_options = world_options(error_rate=0.3, symmetric_share=0.5, roles="solver,proposer,checker")
     c.data.n_train = 60000
     c.data.seq_len = 1536
     c.data.greedy_eval_examples = 0
@@ -89,7 +99,7 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
     c.march = march_config()
     c.agent = agent_config()
     c.agent.sft_task = "rl/march/traces"
-    c.agent.sft_options = ml_collections.ConfigDict({"error_rate": 0.3, "symmetric_share": 0.5, "derived": True})
+    c.agent.sft_options = world_options(error_rate=0.3, symmetric_share=0.5, roles="solver,proposer,checker")
     c.agent.sft_n_train = 60000
     # per role: its longest prompt's chunk bucket + its turn (a Checker prompt: documents, <= 10 questions of <= 120
     # characters, the response in the symmetric arm)
@@ -109,7 +119,7 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
         c.model.heads = ["lm"]
     rl = c.rl
     rl.task = "rl/march/numfacts"
-    rl.task_options = ml_collections.ConfigDict({"derived": True})   # False: copied values only (table.py:mini_copy)
+    rl.task_options = world_options()   # derived=False: copied values only (table.py:mini_copy)
     rl.n_train = 20000
     rl.n_eval = 256
     rl.prompts_per_step = (16 if grpo else 64) if size == "full" else (8 if grpo else 32)
@@ -123,6 +133,15 @@ def rl_config(size: str, algo: str = "ppo") -> ml_collections.ConfigDict:
     rl.warmup_sft_steps = 2000 if size == "full" else 1200
     rl.sft_lr = 1e-3 if size == "full" else 2e-3
     rl.sft_batch_size = 64
+    if size == "mini":
+        # fixed memory budgets (numbers unchanged: a row's samples do not depend on the split). Left at 0, each
+        # process sizes its update micro-batch and its sampler calls to the free memory it sees when it starts: on an
+        # empty H200 that is the whole update batch (64 rows x <= 2,560 tokens, ~16 GB of activations by
+        # shared/rl/budget.py's estimate), so 9 points started together on one H200 ran out of memory (8.5 GiB
+        # allocations). 32,768 tokens per micro-batch (~3.2 GB) and 64 rows per sampler call (~3.2 GB for the
+        # Checker's 2,432-slot cache) keep a mini point to a few GB (README.md "Cost").
+        rl.micro_batch_tokens = 32768
+        rl.rollout_max_rows = 64
     c.data.seq_len = 1536
     c.data.greedy_eval_examples = 0
     c.train.steps = 300 if size == "full" else 100

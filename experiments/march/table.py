@@ -36,15 +36,25 @@ ARMS = {
     "oracle": {"march.reward": "oracle", "agent.roles.checker.train": False},
 }
 MINI_ARMS = ("sft", "march", "symmetric")
-SWEEP_VARIANTS = ("mini", "mini_copy")
+SWEEP_VARIANTS = ("mini", "mini_copy", "mini_recall")
 # mini_copy: the mini table on queries without the derived sum / difference (numfacts derived=False): the mini
 # table's warm start sat at the floor (99.5% of answers hallucinated), the derived value needing arithmetic a tiny
 # model cannot do (projects/march/README.md)
 NO_DERIVED = {"rl.task_options.derived": False, "agent.sft_options.derived": False}
-COLUMNS = ["eval/halluc_rate", "eval/halluc_rate_before", "eval/coverage", "eval/coverage_before",
-           "eval/numbers_per_response", "rl/role/solver/halluc_rate", "rl/role/solver/coverage",
+# mini_recall: mini_copy with documents that write "buses 532" (the attribute before its value, as the answers and the
+# Checker's evidence do) and a 3,000-step warm start. mini_copy's warm starts (1,200 steps) learnt the traces'
+# templates and no lookup: their token accuracy stopped at 1 - (share of looked-up digits) = 0.942 (seeds 1, 2; the
+# greedy answers: 100% hallucinated, coverage 0); seed 0 began the lookup at ~800 steps (0.967) and its points died of
+# out-of-memory. The looked-up digits of "532 buses" precede the name that selects them, which a causal model cannot
+# read yet; name-first documents make the copy an induction-style lookup (README.md "The warm start's floor").
+RECALL = {"derived": False, "name_first": True}
+RECALL_SFT_STEPS = 3000
+COLUMNS = ["eval/halluc_rate", "eval/halluc_rate_before", "eval/halluc_rate_sampled", "eval/halluc_rate_sampled_before",
+           "eval/coverage", "eval/coverage_before", "eval/coverage_sampled", "eval/numbers_per_response",
+           "rl/role/solver/halluc_rate", "rl/role/solver/coverage",
            "rl/role/checker/agreement", "rl/role/checker/confirm_rate", "rl/role/checker/oracle_confirm_rate",
            "rl/role/proposer/questions", "rl/role/solver/reward_mean", "wall_time_s"]
+SWEEP_ARGS = (None, "", "mini", "mini_copy", "mini_recall", "smoke")
 
 
 def get_config(arg=None):
@@ -53,21 +63,28 @@ def get_config(arg=None):
 
 
 def get_sweep(arg=None):
-    if arg not in (None, "", "mini", "mini_copy", "smoke"):
-        raise ValueError(f"experiments/march/table.py: unknown sweep variant {arg!r} (known: mini, mini_copy, smoke)")
-    copy = arg == "mini_copy"
-    arg = "mini" if copy else arg
+    if arg not in SWEEP_ARGS:
+        raise ValueError(f"experiments/march/table.py: unknown sweep variant {arg!r} (known: mini, mini_copy, "
+                         "mini_recall, smoke)")
+    table_name = "march_" + (arg or "table")
+    copy, recall = arg == "mini_copy", arg == "mini_recall"
+    arg = "mini" if (copy or recall) else arg
     smoke, mini = arg == "smoke", arg == "mini"
     rl_arg = "smoke" if smoke else ("mini" if mini else None)
     sft_arg = "sft_smoke" if smoke else ("sft_mini" if mini else "sft")
     seeds = SEEDS[:1] if smoke else SEEDS
     arms = {name: ARMS[name] for name in (MINI_ARMS if (mini or smoke) else ARMS)}
-    stage_extra = {"data.task_options.derived": False} if copy else {}
-    point_extra = NO_DERIVED if copy else {}
+    stage_extra, point_extra = {}, {}
+    if copy:
+        stage_extra, point_extra = {"data.task_options.derived": False}, dict(NO_DERIVED)
+    if recall:
+        stage_extra = {f"data.task_options.{k}": v for k, v in RECALL.items()}
+        stage_extra["train.steps"] = RECALL_SFT_STEPS
+        point_extra = {f"{group}.{k}": v for group in ("rl.task_options", "agent.sft_options") for k, v in RECALL.items()}
     stages = [dict(name=f"warmstart_s{seed}", overrides={"seed": seed, **stage_extra}, arg=sft_arg) for seed in seeds]
     points = [dict(name=f"{name}_s{seed}", arg=rl_arg, arm=name,
                    overrides={**overrides, **point_extra, "seed": seed,
                               "train.init_from": f"run:{{stage:warmstart_s{seed}}}"})
               for name, overrides in arms.items() for seed in seeds]
-    return dict(name="march_" + ("mini_copy" if copy else arg or "table"), stages=stages, points=points, columns=COLUMNS, group=["arm"],
+    return dict(name=table_name, stages=stages, points=points, columns=COLUMNS, group=["arm"],
                 plot=dict(kind="bars", metric="eval/halluc_rate"))

@@ -47,6 +47,19 @@ def true_value(world: dict, question: str) -> int | None:
     return None
 
 
+def describe_answer(world: dict, answer: str) -> str:
+    """A Solver answer next to its documents and the oracle's verdict (for logs and probes): the relevant
+    documents marked "*", the true values, each reported number marked ok / unsupported."""
+    check = nf.oracle_check(world, answer)
+    support = [str(int(x)) for x in nf.supported_numbers(world)]
+    marks = " ".join(f"{n}:{'ok' if any(numbers_match(n, s) for s in support) else 'UNSUPPORTED'}"
+                     for n in nf.response_numbers(answer))
+    docs = "".join(f"  {'*' if d['relevant'] else ' '}[{i + 1}] {d['text']}\n" for i, d in enumerate(world["docs"]))
+    return (f"[march eval] {world['town']} {world['year']}, asked {world['asked']}; truth {world['truth']}\n{docs}"
+            f"  answer: {answer.strip()!r}\n  numbers: {marks or '-'}; hallucinated={check['hallucinated']} "
+            f"coverage={check['coverage']:.2f}")
+
+
 def checker_prompt_for(example: dict, questions: list[str], response: str, symmetric: bool) -> str:
     """The Checker's prompt: the documents and the questions; the response only in the symmetric ablation."""
     return nf.checker_prompt(nf.docs_block(example["world"]), questions, response if symmetric else None)
@@ -60,6 +73,7 @@ class MarchGame(Game):
             raise ValueError(f"march.reward={self.reward!r}: expected one of {', '.join(REWARD_KINDS)}")
         self.symmetric = bool(march.symmetric_checker)
         self.samples = int(march.checker_samples)
+        self.eval_print = int(getattr(march, "eval_print", 0))
         if self.samples < 1:
             raise ValueError(f"march.checker_samples={self.samples}: must be >= 1")
 
@@ -113,12 +127,23 @@ class MarchGame(Game):
                 RoleBatch("checker", audits[-1], checker_metrics)]
 
     def evaluate(self, learner, examples):
+        """The Solver on the test split, greedy (eval/halluc_rate, coverage, numbers_per_response) and sampled at the
+        policy's temperature (the same names + "_sampled": what the RL steps see, and what the warm start's injected
+        errors show up in: a warm start that imitates its traces exactly hallucinates in about error_rate of its
+        samples, and in almost none of its greedy answers, which take each value's most likely, the true, one).
+        The first march.eval_print examples are printed with their documents (process 0)."""
         envs = [SingleTurn(e["prompt"]) for e in examples]
-        episodes = learner.run_episodes(envs, examples, "solver", jax.random.key(0), greedy=True)
-        checks = [nf.oracle_check(e["world"], ep.text) for e, ep in zip(examples, episodes)]
-        return {"halluc_rate": float(np.mean([c["hallucinated"] for c in checks])),
-                "coverage": float(np.mean([c["coverage"] for c in checks])),
-                "numbers_per_response": float(np.mean([c["numbers"] for c in checks]))}
+        out = {}
+        for suffix, greedy in (("", True), ("_sampled", False)):
+            episodes = learner.run_episodes(envs, examples, "solver", jax.random.key(0), greedy=greedy)
+            checks = [nf.oracle_check(e["world"], ep.text) for e, ep in zip(examples, episodes)]
+            out.update({"halluc_rate" + suffix: float(np.mean([c["hallucinated"] for c in checks])),
+                        "coverage" + suffix: float(np.mean([c["coverage"] for c in checks])),
+                        "numbers_per_response" + suffix: float(np.mean([c["numbers"] for c in checks]))})
+            if greedy and self.eval_print and jax.process_index() == 0:
+                for e, ep in list(zip(examples, episodes))[:self.eval_print]:
+                    print(describe_answer(e["world"], ep.text), flush=True)
+        return out
 
 
 @TASKS.register("march/rl")

@@ -41,17 +41,26 @@ def town_name(rng) -> str:
     return "".join(rng.choice(SYLLABLES, size=int(rng.integers(2, 4)))).capitalize()
 
 
-def fact_text(town: str, year: int, values: dict[str, int]) -> str:
-    items = [f"{v} {a}" for a, v in values.items()]
+def fact_text(town: str, year: int, values: dict[str, int], name_first: bool = False) -> str:
+    """"2021 Keloma: 532 buses, 1204 taxis." (name_first: "2021 Keloma: buses 532, taxis 1204.")."""
+    items = [f"{a} {v}" if name_first else f"{v} {a}" for a, v in values.items()]
     return f"{year} {town}: " + ", ".join(items) + "."
 
 
-def make_world(rng, n_docs: tuple[int, int] = (4, 8), n_asked: tuple[int, int] = (3, 5), derived: bool = True) -> dict:
+def make_world(rng, n_docs: tuple[int, int] = (4, 8), n_asked: tuple[int, int] = (3, 5), derived: bool = True,
+               name_first: bool = False, max_value: int = 2000, n_attributes: int = 5) -> dict:
     """One example's world, documents and query (module doc); plain Python types only. derived=False: the query asks
     for copied values only (no sum / difference: a tiny model that cannot add fails every answer that needs one).
-    The random draws are the same either way, so a world differs only in its "derived" entry."""
+    name_first: documents write "buses 532" (the attribute before its value, as the answers and the Checker's
+    evidence do) instead of "532 buses", so a value's digits follow the name that identifies them (a causal model
+    copying a value must otherwise tie digits to a name it has not read yet). Values are drawn from
+    [10, max_value); every (town, year) has n_attributes attributes (at least the most asked). With the defaults of derived / name_first the random draws are the same, so a world differs
+    only in its "derived" entry or its documents' word order."""
     with_derived = bool(derived)
-    attributes = [str(a) for a in rng.choice(ATTRIBUTES, size=5, replace=False)]
+    if not 2 <= n_asked[1] <= n_attributes <= len(ATTRIBUTES) or not 2 <= n_asked[0] <= n_asked[1]:
+        raise ValueError(f"NumFacts: n_asked={n_asked}, n_attributes={n_attributes}: need 2 <= min_asked <= max_asked "
+                         f"<= n_attributes <= {len(ATTRIBUTES)}")
+    attributes = [str(a) for a in rng.choice(ATTRIBUTES, size=int(n_attributes), replace=False)]
     towns = []
     while len(towns) < 4:
         name = town_name(rng)
@@ -59,24 +68,24 @@ def make_world(rng, n_docs: tuple[int, int] = (4, 8), n_asked: tuple[int, int] =
             towns.append(name)
     years = [int(y) for y in rng.choice(np.arange(2010, 2025), size=3, replace=False)]
     town, year = towns[0], years[0]
-    values = {(t, y): {a: int(rng.integers(10, 2000)) for a in attributes} for t in towns for y in years}
+    values = {(t, y): {a: int(rng.integers(10, int(max_value))) for a in attributes} for t in towns for y in years}
     total = int(rng.integers(n_docs[0], n_docs[1] + 1))
     n_relevant = int(rng.integers(1, 3)) if total > 4 else 1
     truth = values[(town, year)]
     docs = []
     if n_relevant == 1:
-        docs.append({"text": fact_text(town, year, truth), "relevant": True})
+        docs.append({"text": fact_text(town, year, truth, name_first), "relevant": True})
     else:
-        cut = int(rng.integers(2, 4))
-        docs.append({"text": fact_text(town, year, dict(list(truth.items())[:cut])), "relevant": True})
-        docs.append({"text": fact_text(town, year, dict(list(truth.items())[cut:])), "relevant": True})
+        cut = min(int(rng.integers(2, 4)), len(attributes) - 1)
+        docs.append({"text": fact_text(town, year, dict(list(truth.items())[:cut]), name_first), "relevant": True})
+        docs.append({"text": fact_text(town, year, dict(list(truth.items())[cut:]), name_first), "relevant": True})
     # confusers: same town another year, another town the same year, first; then any other pair
     pairs = [(town, y) for y in years[1:]] + [(t, year) for t in towns[1:]]
     rng.shuffle(pairs)
     others = [(t, y) for t in towns[1:] for y in years[1:]]
     rng.shuffle(others)
     for t, y in (pairs + others)[:total - len(docs)]:
-        docs.append({"text": fact_text(t, y, values[(t, y)]), "relevant": False})
+        docs.append({"text": fact_text(t, y, values[(t, y)], name_first), "relevant": False})
     order = rng.permutation(len(docs))
     docs = [docs[i] for i in order]
     k = int(rng.integers(n_asked[0], n_asked[1] + 1))
@@ -92,7 +101,8 @@ def make_world(rng, n_docs: tuple[int, int] = (4, 8), n_asked: tuple[int, int] =
     shown = [p for p in values if p != (town, year) and any(d["text"].startswith(f"{p[1]} {p[0]}:") for d in docs)]
     confusers = {attr: sorted({values[p][attr] for p in shown}) for attr in attributes}   # values the prompt shows
     return {"town": town, "year": year, "attributes": attributes, "docs": docs, "asked": asked, "derived": derived,
-            "truth": {a: truth[a] for a in asked}, "all_truth": dict(truth), "confusers": confusers}
+            "truth": {a: truth[a] for a in asked}, "all_truth": dict(truth), "confusers": confusers,
+            "name_first": bool(name_first)}
 
 
 # ------------------------------------------------------------------------------------------ prompts
@@ -164,7 +174,8 @@ def checker_prompt(docs: str, questions: list[str], response: str | None = None)
 
 def _doc_of(world: dict, attr: str) -> int:
     """1-based index of the relevant document holding the target's `attr`."""
-    needle = f" {world['all_truth'][attr]} {attr}"
+    value = world["all_truth"][attr]
+    needle = f" {attr} {value}" if world.get("name_first") else f" {value} {attr}"
     prefix = f"{world['year']} {world['town']}:"
     for i, d in enumerate(world["docs"]):
         if d["relevant"] and d["text"].startswith(prefix) and needle in d["text"]:
@@ -232,14 +243,22 @@ def _check_numfacts(example: dict, completion: str) -> bool:
     return result["coverage"] == 1.0 and not result["hallucinated"]
 
 
+def _world_options(min_docs, max_docs, min_asked, max_asked, derived, name_first, max_value, n_attributes) -> dict:
+    return dict(n_docs=(int(min_docs), int(max_docs)), n_asked=(int(min_asked), int(max_asked)), derived=bool(derived),
+                name_first=bool(name_first), max_value=int(max_value), n_attributes=int(n_attributes))
+
+
 @register_task("march/numfacts", _check_numfacts)
-def numfacts(split: str, n: int, seed: int = 0, min_docs: int = 4, max_docs: int = 8, derived: bool = True) -> list[dict]:
+def numfacts(split: str, n: int, seed: int = 0, min_docs: int = 4, max_docs: int = 8, derived: bool = True,
+             name_first: bool = False, max_value: int = 2000, min_asked: int = 3, max_asked: int = 5,
+             n_attributes: int = 5) -> list[dict]:
     """RL examples: prompt = the Solver prompt, completion = the clean answer, world = everything the roles and the
-    oracle need. Splits draw disjoint streams of worlds."""
+    oracle need. Splits draw disjoint streams of worlds. The world options: make_world's."""
     check_split("march/numfacts", split, ("train", "test"))
+    options = _world_options(min_docs, max_docs, min_asked, max_asked, derived, name_first, max_value, n_attributes)
     out = []
     for i in range(int(n)):
-        world = make_world(_rng(seed, split, i), (int(min_docs), int(max_docs)), derived=bool(derived))
+        world = make_world(_rng(seed, split, i), **options)
         answer = solver_answer(world)
         out.append({"prompt": solver_prompt(world), "completion": answer, "answer": answer.strip(),
                     "task": "march/numfacts", "world": world})
@@ -251,6 +270,12 @@ def corrupt(world: dict, rng) -> dict[str, int]:
     values = dict(world["truth"])
     attr = str(rng.choice(world["asked"]))
     choices = [v for v in world["confusers"][attr] if v != values[attr]]
+    if not choices:   # every confuser shows the true value (few documents, small values): another asked attribute
+        others = [a for a in world["asked"] if any(v != values[a] for v in world["confusers"][a])]
+        if not others:
+            return values
+        attr = str(rng.choice(others))
+        choices = [v for v in world["confusers"][attr] if v != values[attr]]
     values[attr] = int(rng.choice(choices))
     return values
 
@@ -261,19 +286,26 @@ def _check_trace(example: dict, completion: str) -> bool:
 
 @register_task("march/traces", _check_trace)
 def traces(split: str, n: int, seed: int = 0, error_rate: float = 0.3, symmetric_share: float = 0.5,
-           min_docs: int = 4, max_docs: int = 8, derived: bool = True) -> list[dict]:
-    """SFT traces of the three roles (n in all, Solver/Proposer/Checker in turn, each from its own world): Solver
+           min_docs: int = 4, max_docs: int = 8, derived: bool = True, name_first: bool = False, max_value: int = 2000,
+           min_asked: int = 3, max_asked: int = 5, n_attributes: int = 5, roles: str = "solver,proposer,checker"
+           ) -> list[dict]:
+    """SFT traces of the roles (n in all, Solver/Proposer/Checker in turn, each from its own world): Solver
     targets carry one confuser value with probability error_rate; Proposer traces faithfully extract that answer's
     numbers; Checker traces answer the true values, a share symmetric_share of them in the symmetric-checker format
-    (the response shown, the answer still from the documents)."""
+    (the response shown, the answer still from the documents). roles: the roles taken in turn, comma-separated
+    (a probe of the Solver alone: "solver"). The world options: make_world's."""
     check_split("march/traces", split, ("train", "test"))
+    turn = tuple(r.strip() for r in str(roles).split(",") if r.strip())
+    if not turn or any(r not in ("solver", "proposer", "checker") for r in turn):
+        raise ValueError(f"march/traces roles={roles!r}: expected comma-separated names from solver, proposer, checker")
+    options = _world_options(min_docs, max_docs, min_asked, max_asked, derived, name_first, max_value, n_attributes)
     out = []
     for i in range(int(n)):
         rng = _rng(seed, split, 10_000_000 + i)
-        world = make_world(rng, (int(min_docs), int(max_docs)), derived=bool(derived))
+        world = make_world(rng, **options)
         corrupted = rng.random() < float(error_rate)
         answer = solver_answer(world, corrupt(world, rng) if corrupted else None)
-        role = ("solver", "proposer", "checker")[i % 3]
+        role = turn[i % len(turn)]
         if role == "solver":
             prompt, completion = solver_prompt(world), answer
         elif role == "proposer":

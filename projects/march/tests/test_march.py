@@ -3,6 +3,7 @@ trajectories; the information barrier on token ids (the Checker's prompt never h
 symmetric ablation's does); the shared reward on the Solver and on the kept audit's last valid token; the oracle's
 hallucination/coverage checks; the task's worlds and traces; a smoke of the RL loop on 8 CPU devices."""
 import json
+import re
 
 import jax
 import numpy as np
@@ -243,3 +244,87 @@ def test_worlds_without_the_derived_value():
     rows = nf.traces("train", 6, seed=1, derived=False)
     assert all("+" not in r["completion"] and " minus " not in r["completion"] and " plus " not in r["completion"]
                for r in rows)
+
+
+def test_evaluation_scores_faithful_answers_greedy_and_sampled():
+    """The evaluation path on scripted Solver answers: the clean answers (greedy pass) are faithful with full coverage;
+    the SFT traces' answers (sampled pass: a share error_rate carries a confuser value) hallucinate in that share. A
+    warm start that imitated its traces would show ~0 greedy and ~error_rate sampled (D.2's band is the latter)."""
+    examples = nf.numfacts("test", 40, seed=2, derived=False, name_first=True)
+    rng = np.random.default_rng(0)
+    corrupted = [bool(rng.random() < 0.3) for _ in examples]
+    sampled = [nf.solver_answer(e["world"], nf.corrupt(e["world"], rng) if c else None)
+               for e, c in zip(examples, corrupted)]
+    learner = StubLearner({"solver": [e["completion"] for e in examples] + sampled})
+    game = MarchGame(Config(eval_print=2))
+    out = game.evaluate(learner, examples)
+    assert out["halluc_rate"] == 0.0 and out["coverage"] == 1.0
+    assert out["numbers_per_response"] == np.mean([len(e["world"]["asked"]) for e in examples])
+    assert out["halluc_rate_sampled"] == pytest.approx(np.mean(corrupted))
+    assert out["coverage_sampled"] < 1.0
+    # the eval prompts are the Solver prompts the SFT traces train on (same world options, same template)
+    trace = nf.traces("test", 1, seed=2, derived=False, name_first=True, roles="solver")[0]
+    assert trace["prompt"].endswith("\nAnswer:") and examples[0]["prompt"].endswith("\nAnswer:")
+    for prompt in (trace["prompt"], examples[0]["prompt"]):
+        query = prompt.split("Query:")[1]
+        assert "+" not in query and "-" not in query
+        assert re.search(r": [a-z]+ \d+, [a-z]+ \d+", prompt)      # name-first documents
+
+
+def test_name_first_worlds_keep_the_draws_and_the_oracle():
+    """name_first=True writes "buses 532" in the documents (the attribute before its value, as the answers and the
+    Checker's evidence do): the same draws, the same truth, the Checker's evidence cites the right document, and the
+    oracle accepts the clean answer; max_value bounds the values; min/max_asked the number of asked values."""
+    for seed in range(20):
+        a = nf.make_world(np.random.default_rng(seed), derived=False)
+        b = nf.make_world(np.random.default_rng(seed), derived=False, name_first=True)
+        assert a["truth"] == b["truth"] and a["asked"] == b["asked"] and len(a["docs"]) == len(b["docs"])
+        for da, db in zip(a["docs"], b["docs"]):
+            assert da["relevant"] == db["relevant"] and sorted(nf.NUMBER.findall(da["text"])) == sorted(
+                nf.NUMBER.findall(db["text"]))
+        for attr in b["asked"]:
+            doc = b["docs"][nf._doc_of(b, attr) - 1]
+            assert doc["relevant"] and f" {attr} {b['all_truth'][attr]}" in doc["text"]
+            assert f" {a['all_truth'][attr]} {attr}" in a["docs"][nf._doc_of(a, attr) - 1]["text"]
+        assert nf.oracle_check(b, nf.solver_answer(b))["coverage"] == 1.0
+    small = nf.numfacts("train", 30, seed=1, max_value=100, min_asked=2, max_asked=2, name_first=True)
+    assert all(v < 100 for e in small for v in e["world"]["all_truth"].values())
+    assert all(len(e["world"]["asked"]) == 2 for e in small)
+    # corrupting needs a confuser value that differs from the truth: with two documents and values in {10, 11} some
+    # attributes have none (another attribute is corrupted), with values all 10 none has (the answer stays clean)
+    for max_value, most in ((12, 0.35), (11, 0.0)):
+        rows = nf.traces("train", 300, seed=1, roles="solver", min_docs=2, max_docs=2, max_value=max_value)
+        wrong = [nf.oracle_check(nf.make_world(nf._rng(1, "train", 10_000_000 + i), (2, 2), max_value=max_value),
+                                 r["completion"])["hallucinated"] for i, r in enumerate(rows)]
+        assert np.mean(wrong) <= most and (np.mean(wrong) > 0.1 or most == 0.0)
+    solver_only = nf.traces("train", 5, seed=1, roles="solver", name_first=True)
+    assert {t["role"] for t in solver_only} == {"solver"}
+    with pytest.raises(ValueError, match="roles"):
+        nf.traces("train", 1, roles="judge")
+
+
+@pytest.mark.parametrize("variant", ["mini", "mini_copy", "mini_recall"])
+def test_a_tables_world_reaches_its_warm_start_its_rl_prompts_and_its_evaluation(variant):
+    """Every world option (derived, name_first, ...) of a table's SFT stage equals the RL points' (rl.task_options:
+    the RL prompts and the evaluation's test split) and their own SFT options (agent.sft_options): a flag that
+    reached the warm start but not the evaluation (or back) would evaluate a warm start on worlds it never saw."""
+    from experiments.march.numfacts import world_options
+    from shared.config import load_config
+    from shared.sweep.table import config_spec, format_override_value, load_sweep
+
+    sweep = load_sweep(config_spec("experiments/march/table.py", variant))
+    keys = list(world_options().keys())
+    pick = lambda options: {k: options[k] for k in keys}   # noqa: E731
+    stages = {}
+    for stage in sweep.stages:
+        config = load_config(config_spec("experiments/march/table.py", stage.arg),
+                             [f"{k}={format_override_value(v)}" for k, v in stage.overrides.items()])
+        stages[stage.name] = pick(config.data.task_options)
+    for point in sweep.points:
+        config = load_config(config_spec("experiments/march/table.py", point.arg),
+                             [f"{k}={format_override_value(v)}" for k, v in point.overrides.items()])
+        stage = stages[f"warmstart_s{config.seed}"]
+        assert pick(config.rl.task_options) == stage == pick(config.agent.sft_options), point.name
+    if variant == "mini_recall":
+        assert stage["name_first"] and not stage["derived"]
+        assert nf.numfacts("test", 1, seed=0, **stage)[0]["world"]["name_first"]
