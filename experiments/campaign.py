@@ -38,11 +38,11 @@ ENTRIES = [
     dict(name="proxy_grm_hard_cf", config="experiments/proxy_grm/table.py:hard_cf",
          results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=8, est_wall_min=8, state="ready",
          note="claims 1-2 with proxies that must read the rubric (timing from :hard, 1 H200)"),
-    dict(name="march_mini_copy", config="experiments/march/table.py:mini_copy",
-         results="projects/march/results/mini_copy", parallel=5, est_gpu_min=14, est_wall_min=14, measured=True,
-         state="needs a warm start off the floor: hallucination rate 1.000 with copied values only (1 H200, "
-               "2026-11-27; files not kept)",
-         note="warm starts 240 s each; RL points 260 s; 9 points at once ran out of memory on one H200"),
+    dict(name="march_mini_recall", config="experiments/march/table.py:mini_recall",
+         results="projects/march/results/mini_recall", parallel=6, est_gpu_min=20, est_wall_min=20, state="ready",
+         note="mini_copy's warm starts (1,200 steps) stayed at 100% hallucinated on one H200: the documents put the "
+              "value before the name that selects it; here name-first documents and 3,000-step warm starts (~600 s "
+              "each, scaled from 240 s per 1,200 steps). Check eval/halluc_rate_before in 0.3-0.5 (spec D.2) first"),
     dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
          results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
          state="ready", note="holistic vs rubric_pvr x 3 seeds, the smallest table that tests E3. 1 H200, "
