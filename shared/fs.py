@@ -71,6 +71,20 @@ def exists(path) -> bool:
     return _epath(path).exists() if is_remote(path) else os.path.exists(path)
 
 
+def forget_listings(path) -> None:
+    """Drops what this process's object-store client remembers of `path`'s folder (gcsfs caches listings), so
+    the next exists/read sees what other machines wrote since. Nothing for local paths."""
+    if not is_remote(path):
+        return
+    import fsspec
+
+    protocol = os.fspath(path).split("://", 1)[0]
+    try:
+        fsspec.filesystem(protocol).invalidate_cache(dirname(path))
+    except (ImportError, ValueError):  # backend missing: the read that follows names the package
+        pass
+
+
 def isdir(path) -> bool:
     return _epath(path).is_dir() if is_remote(path) else os.path.isdir(path)
 

@@ -127,6 +127,31 @@ def test_gs_workdir_lease_refuses_a_second_launch_and_expires(gcs):
     fs.remove_tree(workdir)
 
 
+def test_a_lease_that_cannot_be_read_is_not_taken_for_a_free_workdir(monkeypatch):
+    """A failing read of the lease (a dropped connection) is retried, then refuses the launch naming the object;
+    only a missing object means no lease."""
+    from shared.launch import lock as lock_module
+    from shared.launch.lock import WorkdirBusy, WorkdirLock
+
+    reads = []
+
+    def failing_read(path):
+        reads.append(path)
+        raise ConnectionResetError("connection reset by peer")
+
+    monkeypatch.setattr(lock_module.fs, "read_text", failing_read)
+    monkeypatch.setattr(lock_module.time, "sleep", lambda s: None)
+    with pytest.raises(WorkdirBusy, match=r"cannot read its lease gs://b/run/launch.lock \(connection reset"):
+        WorkdirLock("gs://b/run").acquire()
+    assert len(reads) == 4
+
+    def missing(path):
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(lock_module.fs, "read_text", missing)
+    assert WorkdirLock("gs://b/run")._read_remote() == {}
+
+
 # --------------------------------------------------------------------------------------- the metrics writer
 def test_metrics_writer_on_gs_rewrites_one_object_and_truncates_like_local(gcs, tmp_path, monkeypatch):
     """No append, no rename: every store write is one whole-object write of the file so far; rows are batched

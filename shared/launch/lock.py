@@ -78,11 +78,21 @@ class WorkdirLock:
         self._fd = fd
 
     # -- object store: a lease ------------------------------------------------------------------------------
-    def _read_remote(self) -> dict:
-        try:
-            return json.loads(fs.read_text(self.path)) if fs.exists(self.path) else {}
-        except (OSError, ValueError):
-            return {}
+    def _read_remote(self, attempts: int = 4) -> dict:
+        """The lease object, {} when there is none. A read that fails (a dropped connection, a half-answered
+        request) is retried and then raised: taking it for "no lease" would let two launches share a workdir."""
+        error: Exception | None = None
+        for attempt in range(attempts):
+            fs.forget_listings(self.path)  # another machine may have written it since this process listed
+            try:
+                return json.loads(fs.read_text(self.path))
+            except FileNotFoundError:
+                return {}
+            except (OSError, ValueError) as e:  # ValueError: a lease object someone edited by hand
+                error = e
+                time.sleep(0.2 * (attempt + 1))
+        raise WorkdirBusy(f"workdir {self.workdir}: cannot read its lease {self.path} ({error}); if no launch "
+                          f"uses the workdir, delete that object")
 
     def _write_remote(self) -> None:
         fs.write_text(self.path, json.dumps({**self.info, "renewed": time.time(), "ttl_s": self.ttl_s}))
@@ -128,7 +138,7 @@ class WorkdirLock:
             self._thread.join(timeout=5)
             self._thread = None
             try:
-                if self._read_remote().get("owner") == self.info["owner"]:
+                if self._read_remote(attempts=1).get("owner") == self.info["owner"]:
                     fs.remove_tree(self.path) if fs.isdir(self.path) else _remove_object(self.path)
             except Exception:  # noqa: BLE001 - an expired lease is as good as a removed one
                 pass

@@ -17,6 +17,8 @@ import math
 import os
 from typing import Any, Mapping
 
+from shared.metrics.progress import duration
+
 BEFORE = "_before"
 MAX_SCALARS = 8          # metrics on the "main metrics" lines (besides the before/after table)
 MAX_TABLE_ROWS = 8
@@ -44,17 +46,6 @@ def fmt(value: Any) -> str:
             return str(int(value))
         return f"{value:.4g}"
     return str(value)
-
-
-def duration(seconds: float) -> str:
-    seconds = max(0.0, float(seconds))
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 def before_after(metrics: Mapping[str, Any]) -> list[tuple[str, float, float]]:

@@ -80,7 +80,7 @@ def point_metric(sweep: Sweep, point_dir: str) -> str:
 def progress_note(sweep: Sweep, point_dir: str, done: int, to_run: int, elapsed: float) -> str:
     """What the sweep adds to a point's end line: its main metric, the count of this invocation's points ended
     and an ETA for the rest (the wall time per ended point so far, so parallel points are accounted for)."""
-    from shared.launch.summary import duration
+    from shared.metrics.progress import duration
 
     parts = [m for m in [point_metric(sweep, point_dir)] if m]
     left = max(0, to_run - done)
