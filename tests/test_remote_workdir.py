@@ -127,6 +127,39 @@ def test_gs_workdir_lease_refuses_a_second_launch_and_expires(gcs):
     fs.remove_tree(workdir)
 
 
+def test_launches_racing_for_one_gs_workdir_leave_exactly_one_holder(gcs):
+    """Several hosts taking the lease at the same instant (a barrier): exactly one holds it, every other refuses
+    naming a holder; after the holder releases, the next taker gets it."""
+    import threading
+
+    from shared.launch.lock import WorkdirBusy, WorkdirLock
+
+    for round_ in range(3):
+        workdir = f"gs://{BUCKET}/race_{round_}"
+        contenders = 3
+        barrier = threading.Barrier(contenders)
+        held, refused = [], []
+
+        def take(i):
+            lock = WorkdirLock(workdir, command=f"host {i}", ttl_s=30.0, renew_s=10.0, settle_s=1.0)
+            barrier.wait()
+            try:
+                held.append(lock.acquire())
+            except WorkdirBusy as e:
+                refused.append(str(e))
+
+        threads = [threading.Thread(target=take, args=(i,)) for i in range(contenders)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(held) == 1 and len(refused) == contenders - 1, (held, refused)
+        assert all("in use by another launch" in message for message in refused), refused
+        held[0].release()
+        _refresh()
+        WorkdirLock(workdir, settle_s=0.1).acquire().release()
+
+
 def test_a_lease_that_cannot_be_read_is_not_taken_for_a_free_workdir(monkeypatch):
     """A failing read of the lease (a dropped connection) is retried, then refuses the launch naming the object;
     only a missing object means no lease."""
