@@ -57,10 +57,10 @@ for metric, text in (("step/evpv/macro_f1", "EVPV judge step macro-F1"),
                      ("bon/evpv/gated/geometric_mean@8", "gated BoN@8 (geometric mean, EVPV judge)")):
     CLAIMS.append(Claim(
         f"(iii) FLIP {metric.split('/')[-1].split('@')[0]}", f"{text} falls monotonically with the FLIP ratio: "
-        f"Spearman ρ ≤ −0.9 over the six ratios", results=CORRUPTION,
+        f"Spearman ρ ≤ −0.9 over the six ratios (p_perc = 0.2, p_ext = 0)", results=CORRUPTION,
         a=Arm({"arm": "corruption"}, f"flip/spearman/{metric}", "ρ"), b=-0.9, direction="less", margin=0.0,
         paired=True, paper="§4.6 (iii); abstract: corruption degrades performance monotonically",
-        note="p_perc 0.2, p_ext 0; ρ is 0 for a metric that does not vary"))
+        note="ρ is zero for a metric that does not vary"))
 for agg in ("correctness_rate", "geometric_mean"):
     CLAIMS.append(Claim(
         f"(iii) DROP 1.0 {agg}", f"Under DROP the gate falls back to the ungated baseline, not below: gated BoN@8 at "
@@ -69,7 +69,7 @@ for agg in ("correctness_rate", "geometric_mean"):
         b=Arm({"arm": "corruption"}, f"drop1/bon/plain/ungated/{agg}@8", "plain ungated"), direction="greater",
         margin=-0.005, paired=True, paper="§4.6 (iii), the expected nuance",
         note="with every fact dropped the EVPV judge reads its own perception and no claim is contradicted, so "
-             "equality holds by construction; the table's intermediate ratios show the path"))
+             "they are equal by construction; the table's intermediate ratios show the path"))
 
 for p_ext in ("0.0", "0.05"):
     CLAIMS.append(Claim(
@@ -77,9 +77,10 @@ for p_ext in ("0.0", "0.05"):
         f"3-point margin of (i), p_ext = {p_ext}", results=GRID,
         a=cell("0.0", p_ext, "step/evpv/macro_f1", "EVPV"), b=cell("0.0", p_ext, "step/plain/macro_f1", "plain"),
         direction="less", margin=0.03, paired=True, paper="§4.6 sanity row",
-        note="at p_ext = 0 both judges read the true question, so the difference is 0 by construction"))
+        note="without extractor noise both judges read the true question: no difference by construction"
+             if p_ext == "0.0" else "extractor noise without perception noise can only cost the EVPV judge"))
 
 J_LEARN = ("J-learn (a 4-layer d-256 transformer judge trained on templated GSM-like problems, spec §4.4) is not "
            "built yet; it needs that generator, a training task and one GPU")
-CLAIMS.append(Claim("(i) J-learn", "The EVPV conditioning gain (i) holds for a learned judge", paper="§4.4 optional",
+CLAIMS.append(Claim("(i) J-learn", "The EVPV conditioning gain (i) is found with a learned judge", paper="§4.4 optional",
                     not_run=J_LEARN))
