@@ -29,7 +29,8 @@ from shared.config import register_validator
 from shared.config.loader import ConfigError
 from shared.mi import estimate_lower_bound, fit_club, probe_accuracy
 from shared.registry import TASKS
-from shared.rm import RM_TASKS, best_of_n, score_rows, score_texts, train_rm
+from shared.eval.bon import best_of_n
+from shared.rm import RM_TASKS, score_rows, score_texts, train_rm
 from shared.train.tasks import finished_summary
 from shared.train.trainer import write_summary
 from projects.dir_debias.attributes import parse_attributes

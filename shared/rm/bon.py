@@ -1,29 +1,13 @@
 """Best-of-N evaluation: pick, for every prompt, the candidate a reward scores highest, and report oracle
-values of the picks (an RLHF proxy: what a policy optimised against this reward would drift towards)."""
+values of the picks (an RLHF proxy: what a policy optimised against this reward would drift towards). The
+selection rule is shared.eval.bon.best_of_n (ties: the first candidate); this module adds scoring by a reward."""
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
 import numpy as np
 
-
-def best_of_n(scores: np.ndarray, values: dict[str, np.ndarray]) -> dict[str, float]:
-    """scores [P, N]; values {name: [P, N]} (oracle quality, length, ...). Returns, for every name,
-    "<name>" = mean value of the argmax-score candidates, "<name>_random" = mean over all candidates (a random
-    pick) and "<name>_best" = mean of the per-prompt maximum (an oracle pick). Ties go to the first candidate."""
-    scores = np.asarray(scores)
-    if scores.ndim != 2:
-        raise ValueError(f"best_of_n: scores must be [prompts, candidates], got shape {scores.shape}")
-    pick = scores.argmax(axis=1)
-    out = {}
-    for name, value in values.items():
-        value = np.asarray(value, np.float64)
-        if value.shape != scores.shape:
-            raise ValueError(f"best_of_n: values[{name!r}] has shape {value.shape}, scores {scores.shape}")
-        out[name] = float(value[np.arange(len(pick)), pick].mean())
-        out[f"{name}_random"] = float(value.mean())
-        out[f"{name}_best"] = float(value.max(axis=1).mean())
-    return out
+from shared.eval.bon import best_of_n  # noqa: F401  (the one Best-of-N, shared with PRM evaluation)
 
 
 def best_of_n_with_reward(reward_fn: Callable, prompts: Sequence[str], candidates: Sequence[Sequence[str]],
