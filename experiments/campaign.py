@@ -34,6 +34,12 @@ ENTRIES = [
          parallel=1, est_gpu_min=0, est_wall_min=1.5, measured=True, state="ready", note="CPU only"),
     dict(name="openrs_e2", config="experiments/openrs/e2_rubricworld.py", results="projects/openrs/results/e2_rubricworld",
          parallel=1, est_gpu_min=0, est_wall_min=1.5, measured=True, state="ready", note="CPU only"),
+    dict(name="evpv_prm_grid", config="experiments/evpv_prm/grid.py", results="projects/evpv_prm/results/grid",
+         parallel=2, est_gpu_min=0, est_wall_min=3, measured=True, state="ready",
+         note="CPU only (J-sim, no model): 24 points, 178 s on the loaded 2-core dev machine"),
+    dict(name="evpv_prm_corruption", config="experiments/evpv_prm/corruption.py",
+         results="projects/evpv_prm/results/corruption", parallel=2, est_gpu_min=0, est_wall_min=2, measured=True,
+         state="ready", note="CPU only: DROP/FLIP x 6 ratios in each of 3 points, 108 s on the loaded 2-core dev machine"),
     # -- to run, cheapest decisive first --------------------------------------------------------------------------
     dict(name="proxy_grm_hard_cf", config="experiments/proxy_grm/table.py:hard_cf",
          results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=8, est_wall_min=8, state="ready",
