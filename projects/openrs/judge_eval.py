@@ -88,8 +88,13 @@ def build_judge(o):
     from shared.judges.rubric import RubricJudge, chat_generate
     from shared.rewards.sandbox import GTGate
 
-    client = ChatClient(o.base_url or None, o.model or None, api_key_env=o.api_key_env, timeout=o.timeout,
-                        retries=o.retries, concurrency=o.concurrency, owner="openrs/judge_eval")
+    from shared.config import ConfigError
+
+    try:
+        client = ChatClient(o.base_url or None, o.model or None, api_key_env=o.api_key_env, timeout=o.timeout,
+                            retries=o.retries, concurrency=o.concurrency, owner="openrs/judge_eval")
+    except ValueError as e:  # no endpoint named: a config error (one line, exit 2), not a crash
+        raise ConfigError(f"openrs.base_url / openrs.model: {e}") from None
     generate = chat_generate(client, temperature=o.temperature, top_p=o.top_p, seed=o.judge_seed,
                              max_tokens=o.max_tokens)
     gates = [GTGate(gt_check)] if o.gt_gate else []
