@@ -41,6 +41,7 @@ def get_config(arg=None):
         "p_propagated": 0.5,                # GSM8K corruptions that also change the number in the body
         "rm_dim": 4096, "rm_steps": 300,
         "max_actions": 3, "cost_lambda": VARIANTS[arg], "controller_steps": 600, "controller_lr": 0.05,
+        "controller_entropy": 0.02,         # entropy bonus of the REINFORCE controller (chosen by its training reward)
     })
     if arg == "smoke":
         c.mesh.preset = "cpu_8"

@@ -43,6 +43,13 @@ def state_features(taken: np.ndarray, decided: np.ndarray, step: int, max_action
                            np.full((taken.shape[0], 1), step / max_actions)], axis=1).astype(np.float64)
 
 
+def entropy_gradient(probs: np.ndarray) -> np.ndarray:
+    """d entropy / d logits of softmax rows: -p (log p + H); masked actions (p = 0) get 0."""
+    logp = np.log(np.where(probs > 0, probs, 1.0))
+    h = -(probs * logp).sum(1, keepdims=True)
+    return -probs * (logp + h)
+
+
 class Controller:
     """Linear softmax over ACTIONS + stop. allowed: bool [A] (the setting's actions)."""
 
@@ -83,8 +90,11 @@ class Controller:
                 break
         return taken, trajectory
 
-    def train(self, features, evidence, gold, *, lam: float, steps: int, lr: float, seed: int) -> list[float]:
-        """REINFORCE with a batch-mean baseline and Adam; returns the mean reward every 50 steps."""
+    def train(self, features, evidence, gold, *, lam: float, steps: int, lr: float, seed: int,
+              entropy: float = 0.0) -> list[float]:
+        """REINFORCE with a batch-mean baseline and Adam, plus `entropy` times the policy's entropy gradient (keeps
+        it from settling on the first decisive action before trying a cheaper one); returns the mean reward every
+        50 steps."""
         rng = np.random.default_rng(seed)
         m, v = np.zeros_like(self.w), np.zeros_like(self.w)
         rewards = []
@@ -96,6 +106,8 @@ class Controller:
             for x, probs, actions, alive in trajectory:
                 onehot = np.eye(len(ACTIONS) + 1)[actions]
                 grad += x.T @ ((onehot - probs) * (advantage * alive)[:, None])
+                if entropy:
+                    grad += entropy * x.T @ (entropy_gradient(probs) * alive[:, None])
             grad = -grad / len(features)                         # ascend the expected reward
             m = 0.9 * m + 0.1 * grad
             v = 0.999 * v + 0.001 * grad * grad

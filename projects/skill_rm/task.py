@@ -75,7 +75,8 @@ def run(config, workdir: str) -> dict:
 
     controller = Controller(6, costs, operational, max_actions=int(o.max_actions), seed=seed)
     rewards = controller.train(case_features(train), e_train, g_train, lam=float(o.cost_lambda),
-                               steps=int(o.controller_steps), lr=float(o.controller_lr), seed=seed)
+                               steps=int(o.controller_steps), lr=float(o.controller_lr), seed=seed,
+                               entropy=float(o.controller_entropy))
     taken_skill, _ = controller.rollout(case_features(test), e_test)
     w_flat = fit_flat(flat_inputs(e_train, m_train), g_train)
     p_flat = np.sign(flat_inputs(e_test, m_test) @ w_flat).astype(np.int8)

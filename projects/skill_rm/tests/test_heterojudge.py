@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from projects.skill_rm.controller import Controller, fit_flat, oracle
+from projects.skill_rm.controller import Controller, entropy_gradient, fit_flat, oracle
 from projects.skill_rm.data import build_mixture, corrupt_solution, final_answer, if_case
 from projects.skill_rm.evidence import ACTIONS, credit, readout, sandbox_evidence
 from projects.skill_rm.rm import BTRewardModel
@@ -100,6 +100,26 @@ def test_flat_classifier_weights_the_reliable_feature():
     assert w[1] > 5 * abs(w[0])
 
 
+def test_entropy_gradient_matches_finite_differences():
+    logits = np.array([[0.3, -1.2, 2.0, -np.inf], [0.0, 0.1, -0.4, 1.5]])
+
+    def entropy(z):
+        p = np.exp(z - z.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        return -(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)).sum(1), p
+
+    _, probs = entropy(logits)
+    numeric = np.zeros_like(logits)
+    for i in range(2):
+        for j in range(4):
+            if np.isfinite(logits[i, j]):
+                up, down = logits.copy(), logits.copy()
+                up[i, j] += 1e-6
+                down[i, j] -= 1e-6
+                numeric[i, j] = (entropy(up)[0][i] - entropy(down)[0][i]) / 2e-6
+    assert np.allclose(entropy_gradient(probs), numeric, atol=1e-6)
+
+
 def test_reinforce_controller_learns_to_route():
     """Two families: family 0 is decided only by the reference (cost 1), family 1 only by the rubric (cost 1); the
     verifier decides both at cost 3. With a price on cost, the controller must route by the visible feature."""
@@ -113,7 +133,7 @@ def test_reinforce_controller_learns_to_route():
     features = np.stack([np.ones(n), fam, 1 - fam, np.zeros(n), np.zeros(n), np.zeros(n)], 1)
     costs = np.array([1.0, 1.0, 3.0, 2.0, 1.0])
     controller = Controller(6, costs, np.ones(5, bool), seed=0)
-    rewards = controller.train(features, evidence, gold, lam=0.05, steps=400, lr=0.05, seed=0)
+    rewards = controller.train(features, evidence, gold, lam=0.05, steps=400, lr=0.05, seed=0, entropy=0.02)
     taken, _ = controller.rollout(features, evidence)
     assert rewards[-1] > rewards[0]
     assert np.all(credit(readout(evidence, taken), gold) == 1.0)
