@@ -190,6 +190,9 @@ def test_agent_step_budget_then_forced_finalisation(skill_dir):
     assert (result.label, result.finalised, result.steps, result.calls) == ("Tie", "forced", 2, 3)
     tools, max_tokens, messages = backend.calls[2]
     assert tools == [] and max_tokens == 7 and "Stop using tools" in messages[-1]["content"]
+    assert [m.get("tool_calls", [{}])[0].get("function", {}).get("name") for m in messages
+            if m["role"] == "assistant"] == ["use_skill", "list_resources"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "tool", "user"]
     # a final_answer tool call during forced finalisation is still a verdict (tools shown or not)
     backend = ScriptedBackend(["hmm", call("final_answer", verdict="B")])
     result = JudgeAgent(backend, limits=AgentLimits(max_steps=1)).judge(CASE)
@@ -203,6 +206,7 @@ def test_agent_retry_emergency_and_fallback(skill_dir):
     assert (result.label, result.finalised, result.calls) == ("A", "emergency", 4)
     tools, max_tokens, messages = backend.calls[3]
     assert max_tokens == 9 and len(messages) == 2 and "without tools" in messages[0]["content"]
+    assert "tool_calls" not in backend.calls[2][2][-2]    # a text-only reply carries no empty tool_calls list
     backend = ScriptedBackend(["?", "?", "?", "?"])
     result = JudgeAgent(backend, limits=limits).judge(CASE)
     assert (result.label, result.valid, result.finalised) == ("Tie", False, "fallback")

@@ -273,9 +273,12 @@ class _Session:
 
     def accept(self, reply: AgentReply, stage: str) -> bool:
         """Records the reply and runs its tool calls; True when it gave a valid verdict."""
-        self.messages.append({"role": "assistant", "content": reply.text, "tool_calls": [
-            {"id": c.id or f"call_{i}", "type": "function",
-             "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for i, c in enumerate(reply.tool_calls)]})
+        message = {"role": "assistant", "content": reply.text}
+        if reply.tool_calls:   # servers refuse an empty tool_calls list
+            message["tool_calls"] = [{"id": c.id or f"call_{i}", "type": "function",
+                                      "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                                     for i, c in enumerate(reply.tool_calls)]
+        self.messages.append(message)
         for i, call in enumerate(reply.tool_calls):
             offered = {t["function"]["name"] for t in self.tools()} if stage == "tool" else {"final_answer"}
             result = self.run_tool(call, offered)
