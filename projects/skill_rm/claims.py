@@ -11,6 +11,7 @@ single-evidence comparator: chosen after seeing the evaluation data).
 from shared.stats.claims import Arm, Claim
 
 RESULTS = "projects/skill_rm/results/heterojudge"
+NO_PRICE = "projects/skill_rm/results/heterojudge_lam0"
 RUN = ("`python -m shared.sweep --config=experiments/skill_rm/heterojudge.py --workdir=runs/skill_rm/heterojudge "
        "--parallel=3` (CPU, about 1 min per seed)")
 PAPER = "no number for this analog (paper numbers not retrieved)"
@@ -46,3 +47,10 @@ for family, name in (("gsm8k", "GSM8K answer pairs"), ("if", "instruction-follow
 CLAIMS.append(claim("4 (cost)", "… at a lower average evidence cost than calling everything",
                     col("skill/cost", "skill cost"), col("call_all/cost", "call everything cost"),
                     direction="less", margin=0.0))
+CLAIMS.append(Claim(
+    "5 (price, check)", "The price on evidence is what lowers the cost: the controller trained at lambda 0.03 spends "
+    "less than one trained at lambda 0 (a check of our setup, not a paper claim)", results=RESULTS,
+    a=col("skill/cost", "skill cost, lambda 0.03"),
+    b=Arm({"arm": "heterojudge"}, "skill/cost", "skill cost, lambda 0", results=NO_PRICE),
+    direction="less", margin=0.0, paired=False, paper="mechanism (no number)",
+    note="results/heterojudge_lam0: the same seeds and data with cost_lambda 0; Welch's t across the two tables"))
