@@ -9,6 +9,8 @@ package is the small-scale HeteroJudge reproduction (spec section 4; see README.
   evidence.py    the evidence actions (checkers in the sandbox) and the fixed readout
   controller.py  the judges: single evidence, baseline, tool_only, call_all, flat, skill (REINFORCE), oracle
   task.py        TASKS "skill_rm/heterojudge": one seed, every judge
+  agent_eval.py  TASKS "skill_rm/agent_eval": the judge agent with the skill package on the mixture (an endpoint,
+                 or a fixed rule procedure for :smoke)
   skill/         the HeteroJudge skill package (SKILL.md, resources.json) the router reads
 """
 from shared.config import ConfigError, register_validator
@@ -20,6 +22,13 @@ SOURCES = ("shared", "embedded")
 @TASKS.register("skill_rm/heterojudge")
 def heterojudge(config, workdir):
     from projects.skill_rm.task import run
+
+    return run(config, workdir)
+
+
+@TASKS.register("skill_rm/agent_eval")
+def agent_eval(config, workdir):
+    from projects.skill_rm.agent_eval import run
 
     return run(config, workdir)
 
@@ -39,3 +48,10 @@ def check_skill_rm_config(config, mesh_shape) -> None:
             raise ConfigError(f"skill_rm.{key}={o[key]}: must be a probability in [0, 1]")
     if float(o.cost_lambda) < 0:
         raise ConfigError(f"skill_rm.cost_lambda={o.cost_lambda}: must be >= 0")
+    if "agent" in o:
+        from projects.skill_rm.agent_eval import SETTINGS
+
+        if o.agent.setting not in SETTINGS:
+            raise ConfigError(f"skill_rm.agent.setting={o.agent.setting!r}: expected one of {', '.join(SETTINGS)}")
+        if o.agent.backend not in ("http", "rule"):
+            raise ConfigError(f"skill_rm.agent.backend={o.agent.backend!r}: expected http or rule")

@@ -158,3 +158,29 @@ def test_smoke_task_summary(tmp_path):
         assert summary[f"{judge}/accuracy"] <= summary["oracle/accuracy"] + 1e-12
     assert summary["best_single/gsm8k/accuracy"] == 1.0                    # the reference decides every pair
     assert summary["skill/cost"] < summary["call_all/cost"]
+
+
+@needs_sandbox
+@pytest.mark.parametrize("setting", ["operational", "fair", "none"])
+def test_agent_eval_with_the_rule_procedure(tmp_path, setting):
+    """The judge agent end to end (router, mounted resources, verifiers in the sandbox) with a fixed procedure:
+    operational settles GSM8K and IF through the mounted verifiers; fair never sees them (all ties)."""
+    from experiments.skill_rm.agent_judge import get_config
+    from projects.skill_rm.agent_eval import run
+
+    config = get_config("smoke")
+    config.skill_rm.agent.n_eval = 8
+    config.skill_rm.agent.setting = setting
+    summary = run(config, str(tmp_path))
+    traces = [json.loads(line) for line in (tmp_path / "traces.jsonl").read_text().splitlines()]
+    listed = {r["id"] for t in traces for step in t["trace"] if "resources" in step.get("result", {})
+              for r in step["result"]["resources"]}
+    assert summary["invalid_rate"] == 0.0 and summary["hh/accuracy"] == 0.5
+    if setting == "operational":
+        assert summary["gsm8k/accuracy"] == 1.0 and summary["if/accuracy"] == 1.0
+        assert summary["mean_resource_runs"] == pytest.approx(2 / 3) and "exact_match" in listed
+    else:
+        assert summary["accuracy"] == 0.5 and summary["tie_rate"] == 1.0
+        assert summary["mean_resource_runs"] == 0 and not listed & {"exact_match", "reference_answer",
+                                                                     "constraint_checkers", "view_reference"}
+    assert summary["mean_calls"] == (1.0 if setting == "none" else 3.0 if setting == "operational" else 2.0)
