@@ -93,8 +93,9 @@ def build_agent(o, skill):
 
         clients = [ChatClient(url or None, o.model or None, timeout=float(o.timeout_s), owner="skill_rm.agent")
                    for url in (o.base_urls or [""])]
-        backend = ChatBackend(clients, extra_body={"chat_template_kwargs": {"enable_thinking": False}}) \
-            if o.thinking_off else ChatBackend(clients)
+        # vLLM / SGLang read chat_template_kwargs from the request body (thinking off, spec section 2)
+        backend = ChatBackend(clients, chat_template_kwargs={"enable_thinking": False}) if o.thinking_off \
+            else ChatBackend(clients)
     limits = AgentLimits(max_steps=int(o.max_steps), max_sandbox_calls=int(o.max_sandbox_calls),
                          max_tokens=int(o.max_tokens))
     router = {"max_views": int(o.max_views), "max_chars": int(o.max_chars),

@@ -184,3 +184,28 @@ def test_agent_eval_with_the_rule_procedure(tmp_path, setting):
         assert summary["mean_resource_runs"] == 0 and not listed & {"exact_match", "reference_answer",
                                                                      "constraint_checkers", "view_reference"}
     assert summary["mean_calls"] == (1.0 if setting == "none" else 3.0 if setting == "operational" else 2.0)
+
+
+def test_agent_eval_http_backend_request_shape():
+    """The http backend sends one request per step with the tools, temperature 0 and thinking off (top level)."""
+    from experiments.skill_rm.agent_judge import get_config
+    from projects.skill_rm.agent_eval import build_agent
+    from projects.skill_rm.task import SKILL_DIR
+    from shared.judges.agent import JudgeCase
+    from shared.judges.skills import load_skill
+
+    config = get_config(None).skill_rm.agent
+    config.base_urls, config.model = ["http://127.0.0.1:9/v1"], "judge"
+    agent = build_agent(config, load_skill(SKILL_DIR))
+    sent = []
+
+    def chat(messages, **params):
+        sent.append(params)
+        return {"choices": [{"message": {"content": '{"verdict": "A"}'}}]}
+
+    agent.backend.clients[0].chat = chat
+    result = agent.judge(JudgeCase("q", ["x", "y"], family="hh"))
+    assert result.label == "A" and result.finalised == "text"
+    assert sent[0]["chat_template_kwargs"] == {"enable_thinking": False} and sent[0]["temperature"] == 0.0
+    assert sent[0]["tool_choice"] == "required" and sent[0]["max_tokens"] == 4096
+    assert [t["function"]["name"] for t in sent[0]["tools"]] == ["use_skill", "final_answer"]
