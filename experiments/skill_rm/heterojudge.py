@@ -16,6 +16,7 @@ Results as shared.sweep wrote them: projects/skill_rm/results/heterojudge/.
 """
 import ml_collections
 
+from projects.skill_rm.evidence import ACTIONS
 from shared.config.base import base_config
 
 SEEDS = (0, 1, 2)
@@ -60,6 +61,8 @@ def get_sweep(arg=None):
     columns = [f"{j}/accuracy" for j in judges]
     columns += [f"{j}/{f}/accuracy" for j in ("skill", "flat", "best_single") for f in ("gsm8k", "if", "hh")]
     columns += [f"{j}/cost" for j in judges if j != "best_single"] + ["rm_generic/pair_accuracy",
-                                                                      "rm_hh/pair_accuracy", "wall_time_s"]
+                                                                      "rm_hh/pair_accuracy"]
+    columns += [f"skill/{f}/rate_{a}" for f in ("gsm8k", "if", "hh") for a in ACTIONS]   # where the controller goes
+    columns += ["skill/train_reward_last", "wall_time_s"]
     return dict(name=name, points=points, columns=columns, group=["arm"],
                 plot=dict(kind="bars", metric="skill/accuracy"))
