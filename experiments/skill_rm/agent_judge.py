@@ -30,10 +30,10 @@ def get_config(arg=None):
         "backend": "http", "base_urls": [""], "model": "", "timeout_s": 120.0, "thinking_off": True,
         "setting": "operational", "n_eval": 200,        # cases per family
         "max_steps": 6, "max_views": 5, "max_chars": 10000, "max_runs": 3, "max_sandbox_calls": 3,
-        "max_tokens": 4096,
+        "max_tokens": 4096, "concurrency": 32,         # cases judged at once
     })
     if arg == "smoke":
-        c.skill_rm.agent.update({"backend": "rule", "n_eval": 20})
+        c.skill_rm.agent.update({"backend": "rule", "n_eval": 20, "concurrency": 2})
     return c
 
 

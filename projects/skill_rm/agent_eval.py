@@ -12,6 +12,7 @@ and is no result about any model).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import re
@@ -116,8 +117,10 @@ def run(config, workdir: str) -> dict:
     cases = build_mixture(int(config.seed), {"eval": int(a.n_eval)}, source=o.source, p_strip=float(o.p_strip),
                           p_propagated=float(o.p_propagated), gsm8k_path=o.gsm8k_path, hh_path=o.hh_path)["eval"]
     agent = build_agent(a, skill)
-    results = [agent.judge(JudgeCase(c["prompt"], [c["a"], c["b"]], "pairwise", c["family"], mounted_resources(c)))
-               for c in cases]
+    jobs = [JudgeCase(c["prompt"], [c["a"], c["b"]], "pairwise", c["family"], mounted_resources(c)) for c in cases]
+    # cases are independent sessions: judged concurrently (the endpoint's throughput), results in case order
+    with concurrent.futures.ThreadPoolExecutor(max(1, int(a.concurrency))) as pool:
+        results = list(pool.map(agent.judge, jobs))
     pref = np.array([r.pref for r in results])
     gold = np.array([c["gold"] for c in cases])
     family = np.array([c["family"] for c in cases])
