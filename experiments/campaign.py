@@ -40,6 +40,16 @@ ENTRIES = [
     dict(name="evpv_prm_corruption", config="experiments/evpv_prm/corruption.py",
          results="projects/evpv_prm/results/corruption", parallel=2, est_gpu_min=0, est_wall_min=2, measured=True,
          state="ready", note="CPU only: DROP/FLIP x 6 ratios in each of 3 points, 108 s on the loaded 2-core dev machine"),
+    dict(name="skill_rm_heterojudge", config="experiments/skill_rm/heterojudge.py",
+         results="projects/skill_rm/results/heterojudge", parallel=3, est_gpu_min=0, est_wall_min=1, measured=True,
+         state="ready", note="CPU only (numpy + the namespace sandbox): skill routes by family; HH within 2 points "
+         "of the best single evidence not reproduced"),
+    dict(name="skill_rm_heterojudge_lam0", config="experiments/skill_rm/heterojudge.py:lam0",
+         results="projects/skill_rm/results/heterojudge_lam0", parallel=3, est_gpu_min=0, est_wall_min=1,
+         measured=True, state="ready", note="CPU only; lambda 0: the controller's cost without a price (claim 5)"),
+    dict(name="skill_rm_heterojudge_lam0.01", config="experiments/skill_rm/heterojudge.py:lam0.01",
+         results="projects/skill_rm/results/heterojudge_lam0.01", parallel=3, est_gpu_min=0, est_wall_min=1,
+         measured=True, state="ready", note="CPU only; the cost/accuracy trade-off, no claim reads it"),
     # -- to run, cheapest decisive first --------------------------------------------------------------------------
     dict(name="proxy_grm_hard_cf", config="experiments/proxy_grm/table.py:hard_cf",
          results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=8, est_wall_min=8, state="ready",
@@ -103,4 +113,9 @@ ENTRIES = [
     dict(name="writing_zero_table", config="experiments/writing_zero/table.py",
          results="projects/writing_zero/results/table", parallel=16, est_gpu_min=150, est_wall_min=30, state="ready",
          note="R0-R8 (+R3n) x 3 seeds, 4 H100s"),
+    dict(name="skill_rm_agent_judge", config="experiments/skill_rm/agent_judge.py",
+         results="projects/skill_rm/results/agent_judge", parallel=1, est_gpu_min=90, est_wall_min=90,
+         state="needs a served judge model with tool calling: JUDGE_BASE_URL / JUDGE_MODEL (vLLM "
+         "--enable-auto-tool-choice); no weights reachable offline",
+         note="settings none/fair/operational x 3 seeds x 600 cases, 32 concurrent; estimate, not measured"),
 ]

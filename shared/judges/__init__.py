@@ -8,6 +8,11 @@ below the launcher. A judge gets what it needs (a run loader, a sampler, an HTTP
   rubric.py      OpenRS: rubric data model, JSON parsing, veto aggregation, bidirectional rule, RubricJudge
   pairwise.py    OpenAIJudge, ScalarRMJudge and the reward model/pairwise_judge
   scalar_rm.py   the reward model/scalar_rm
+  skills.py      Skill-RM skill packages (SKILL.md front matter + resources index) and the ResourceRouter that
+                 enforces each resource's allowed_setting, leakage level, family and the view / run budgets
+  agent.py       the tool-calling judge agent (step / resource / sandbox budgets, forced finalisation, emergency
+                 direct judge, fallback) over an OpenAI-compatible endpoint, our own policy or a script; also as a
+                 shared.agent Environment
 
 Importing this package registers the rewards model/scalar_rm and model/pairwise_judge.
 """
@@ -25,7 +30,12 @@ from shared.judges.rubric import (  # noqa: F401
 )
 from shared.judges.scalar_rm import ScalarRewardModel  # noqa: F401
 from shared.judges.verdict import (  # noqa: F401
-    JudgeError, Verdict, make_parser, parse_json_verdict, parse_judgment, parse_score_split, parse_scores,
-    parse_tags, parse_verdict, prefs,
+    LABEL_CONTRACTS, JudgeError, Verdict, label_pref, make_parser, parse_json_verdict, parse_judgment, parse_label,
+    parse_score_split, parse_scores, parse_tags, parse_verdict, prefs,
+)
+from shared.judges.skills import ResourceRefused, ResourceRouter, Skill, SkillError, load_skill  # noqa: F401
+from shared.judges.agent import (  # noqa: F401
+    AgentLimits, AgentReply, AgentResult, ChatBackend, JudgeAgent, JudgeAgentEnvironment, JudgeCase, ScriptedBackend,
+    TextPolicyBackend, ToolCall,
 )
 from shared.judges import rubric_format  # noqa: F401  (the GRM output format; registers genrm/format, genrm/accuracy)

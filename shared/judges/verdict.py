@@ -340,3 +340,91 @@ def make_parser(parser: str | Sequence[str] | Callable = "auto", total: float | 
             raise ValueError(f"judge parser {name!r}: expected 'auto', 'letter', a callable or formats from "
                              f"{FORMATS}")
     return lambda text: parse_judgment(text, formats, total)
+
+
+# ---------------------------------------------------------------- label contracts (Skill-RM, spec skill_rm.md 1.2)
+
+# Each benchmark's judge must answer with one label of its contract; `parse_label` reads it (a JSON verdict first,
+# the output contract {verdict, confidence, used_resources, reason}; then explicit tags; then a reply that is only
+# the label) and returns the canonical label, or None (malformed: the agent then forces a final answer).
+LABEL_CONTRACTS = {
+    "pairwise": ("A", "B", "Tie"),                         # generic pairwise
+    "forced_choice": ("Output (a)", "Output (b)"),         # JudgeBench
+    "scaled": ("A>>B", "A>B", "A=B", "B>A", "B>>A"),       # RM-Bench scaled preference
+    "listwise": ("A", "B", "C", "D"),                      # RewardBench 2 best-of-4
+}
+# pref of a pairwise label (+1 first better); the scaled contract keeps its strength in `label_strength`
+_LABEL_PREF = {"pairwise": {"A": 1, "B": -1, "Tie": 0}, "forced_choice": {"Output (a)": 1, "Output (b)": -1},
+               "scaled": {"A>>B": 1, "A>B": 1, "A=B": 0, "B>A": -1, "B>>A": -1}}
+
+
+def _contract(contract: str) -> tuple[str, ...]:
+    if contract not in LABEL_CONTRACTS:
+        raise ValueError(f"label contract {contract!r}: expected one of {', '.join(LABEL_CONTRACTS)}")
+    return LABEL_CONTRACTS[contract]
+
+
+def canonical_label(value, contract: str) -> str | None:
+    """The contract's label a short answer names ("a", "Output (A)", "output a", "tie", "A >> B"), or None."""
+    labels = _contract(contract)
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None
+    text = re.sub(r"[*_`\"'\s]", "", str(value)).lower()
+    text = text.replace("response", "").replace("assistant", "")
+    if contract == "forced_choice":
+        m = re.fullmatch(r"(?:output)?\(?([ab])\)?", text)
+        return f"Output ({m.group(1)})" if m else None
+    if contract == "scaled":
+        text = text.replace("≫", ">>").replace("==", "=")
+        return next((label for label in labels if label.lower() == text), None)
+    if contract == "pairwise" and text in ("tie", "draw", "equal", "both"):
+        return "Tie"
+    text = text.strip("().[]{}:")
+    return next((label for label in labels if label.lower() == text), None)
+
+
+_LABEL_TAGS = (
+    re.compile(r"<\s*(?i:verdict|answer|label)\s*>\s*(.{1,20}?)\s*<\s*/"),
+    re.compile(r"\[\[\s*(.{1,20}?)\s*\]\]"),
+    re.compile(r"\\boxed\{\s*(.{1,20}?)\s*\}"),
+    re.compile(r"(?i:final answer|final verdict|verdict|answer|label)\s*:\s*([^\n.,;]{1,20})"),
+)
+
+
+def parse_label(text: str, contract: str) -> str | None:
+    """The canonical label of `contract` the reply gives, or None when it gives none (or two different ones
+    in the same place). Reads, in order: the last JSON object with a "verdict" / "label" / "answer" / "winner" key;
+    the last explicit tag (<verdict>..</verdict>, [[..]], \\boxed{..}, "Verdict: .."); a reply that is only the
+    label. Never raises on any text."""
+    _contract(contract)
+    if not isinstance(text, str) or not text.strip():
+        return None
+    for obj in _json_objects(text):
+        lower = {str(k).lower(): v for k, v in obj.items()}
+        for key in ("verdict", "label", "answer", "winner", "preference"):
+            if key in lower:
+                label = canonical_label(lower[key], contract)
+                if label is not None:
+                    return label
+    cleaned = re.sub(r"[*_`]", "", text)
+    for pattern in _LABEL_TAGS:
+        found = pattern.findall(cleaned)
+        if found:
+            label = canonical_label(found[-1].strip(), contract)
+            if label is not None:
+                return label
+    return canonical_label(cleaned.strip().rstrip("."), contract)
+
+
+def label_pref(label: str | None, contract: str) -> int | None:
+    """+1 / -1 / 0 of a pairwise contract's label (None for listwise or no label)."""
+    if label is None or contract not in _LABEL_PREF:
+        return None
+    return _LABEL_PREF[contract][label]
+
+
+def label_strength(label: str | None) -> int:
+    """2 for a strong scaled preference (A>>B, B>>A), 1 for a plain one, 0 for a tie / none."""
+    if label in ("A>>B", "B>>A"):
+        return 2
+    return 0 if label in (None, "A=B", "Tie") else 1

@@ -7,6 +7,7 @@ format/boxed_present, format/no_repeat, length/penalty, task/tinygsm_sym_process
 example set's checker as a reward, `task_reward` in task.py), and the reward combiners REWARD_COMBINERS sum, zscore,
 ref_frozen, trifactor (combine.py) and gated (compose.py). The model-backed rewards (model/scalar_rm,
 model/pairwise_judge) live a layer up, in shared.judges: they build models, which the RL loop below them does.
+pointwise_if.py: Skill-RM's capped pointwise instruction-following reward as a pure function (capped_if_reward).
 """
 from shared.rewards.core import (  # noqa: F401
     RewardError, RewardFactory, RewardFn, RewardManager, RewardResult, RewardSpec, build_reward_fn,
