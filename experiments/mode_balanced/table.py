@@ -64,7 +64,7 @@ def get_config(arg=None):
             c.data.n_train = 16
         return c
     c = with_rl(policy, 0.1, "stepwise" if kind == "stepwise" else "grpo")
-    return smoke_config(c) if is_smoke else c
+    return smoke_config(c, model=False) if is_smoke else c      # the smoke warm start's model
 
 
 def get_sweep(arg=None):
@@ -74,7 +74,7 @@ def get_sweep(arg=None):
     suffix = "_smoke" if smoke else ""
     seeds = SEEDS[:1] if smoke else SEEDS
     lambdas = (0.0, 0.1) if smoke else LAMBDAS
-    rl_arg = ("stepwise" if stepwise else "") + suffix or None
+    rl_arg = "stepwise" if stepwise else ("smoke" if smoke else None)
     stages = [dict(name=f"warmstart_s{s}", overrides={"seed": s}, arg="warmstart" + suffix) for s in seeds]
     start = {s: {"seed": s, "train.init_from": f"run:{{stage:warmstart_s{s}}}"} for s in seeds}
     points = [dict(name=f"sft_s{s}", arg=rl_arg, arm="sft", overrides={**start[s], "train.steps": 0}) for s in seeds]

@@ -86,12 +86,14 @@ def with_rl(c, lam: float, algorithm: str) -> ml_collections.ConfigDict:
     return c
 
 
-def smoke(c) -> ml_collections.ConfigDict:
-    """CI: 1 layer x d 32 on cpu_8, 2 steps of 4 prompts x 4 samples, 20 examples per slice."""
-    m = c.model
-    m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff, m.dtype = 32, 1, 2, 2, 16, 64, "float32"
-    m.remat = "none"
-    m.vocab_size = 384
+def smoke(c, model: bool = True) -> ml_collections.ConfigDict:
+    """CI: cpu_8, 2 steps of 4 prompts x 4 samples, 8 examples per slice; model=True: also 1 layer x d 32 (False: the
+    model of c, e.g. the smoke warm start's that the table's smoke points load)."""
+    if model:
+        m = c.model
+        m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff, m.dtype = 32, 1, 2, 2, 16, 64, "float32"
+        m.remat = "none"
+        m.vocab_size = 384
     c.mesh.preset = "cpu_8"
     c.data.tokenizer, c.data.tokenizer_path = "byte", ""
     c.train.init_from = ""

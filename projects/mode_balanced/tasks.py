@@ -134,8 +134,7 @@ def teacher_outputs(config, workdir: str) -> dict:
                                int(run.config.model.max_seq_len))
     fs.write_text(fs.join(workdir, TEACHER_FILE),
                   "".join(json.dumps({"prompt": e["prompt"], "completion": t}) + "\n" for e, t in zip(examples, texts)))
-    summary = {f"teacher/{k.split('/', 1)[1]}": v for k, v in rel.slice_metrics(examples, texts, "x/train").items()
-               if k.count("/") == 2 and "_L" not in k}
+    summary = {k: v for k, v in rel.slice_metrics(examples, texts, "teacher").items() if "_L" not in k}
     summary.update({"teacher/examples": len(examples), "steps": 0})
     write_summary(workdir, summary)
     print(f"[mode_balanced/teacher_outputs] {len(examples)} outputs of {g.teacher} -> {TEACHER_FILE}; "

@@ -152,10 +152,11 @@ def test_teacher_outputs_replace_the_train_completions(tmp_path):
 
 def test_smoke_rl_with_stepwise_grpo_and_the_sft_stream_on_8_cpu_devices(tmp_path):
     from experiments.mode_balanced.table import get_config
+    from projects.mode_balanced.config import smoke
     from shared.registry import TASKS
 
     assert jax.device_count() == 8
-    config = get_config("stepwise_smoke")
+    config = smoke(get_config("stepwise_smoke"))       # 1 layer x d 32: fewer seconds of compilation
     config.train.steps = 1
     config.lock()
     summary = TASKS.get("rl")(config, str(tmp_path))
@@ -165,3 +166,6 @@ def test_smoke_rl_with_stepwise_grpo_and_the_sft_stream_on_8_cpu_devices(tmp_pat
                 "mb/overall/first_token_entropy", "mb/overall/consistency", "train/rl_loss"):
         assert key in summary, key
     assert abs(summary["mb/overall/first_token_entropy"] - math.log(384)) < 0.1
+    # the demonstrations' position is checkpointed with the prompts' (orbax writes the data_state JSON as metadata)
+    data_state = json.loads((tmp_path / "checkpoints" / "1" / "data_state" / "metadata").read_text())
+    assert data_state["sft_aux"] == {"epoch": 0, "index": 4}
