@@ -19,7 +19,9 @@ loss_mb * weight_mb = (W/W_rl) * rl_loss_mb * w_rl_mb + lambda * (W/W_sft) * nll
 step's gradient is that of rl_loss + lambda * token-mean NLL whatever the micro-batching. The scale factors
 ride in the batch as per-row constants (sft_rl_scale on RL rows, sft_scale on demonstration rows). The RL
 metrics (entropy, clipfrac, ...) are then averaged over micro-batches by weight_mb, not by w_rl_mb alone.
-Logged: train/sft_nll (the demonstrations' token-mean NLL, the forward-KL proxy), train/sft_weight (lambda).
+Logged: train/sft_nll (the demonstrations' token-mean NLL, the forward-KL proxy; averaged over micro-batches by
+weight_mb) and train/rl_loss. Memory: the micro-batch count is chosen for the RL rows (rl.micro_batch_tokens); the
+demonstrations add batch_size / micro-batches rows of their own width to each micro-batch.
 """
 from __future__ import annotations
 
