@@ -107,6 +107,34 @@ def reward_combine_options() -> ml_collections.ConfigDict:
     return c
 
 
+def sft_aux_config() -> ml_collections.ConfigDict:
+    """config.rl.sft_aux: an SFT loss on expert demonstrations added inside every RL optimizer step
+    (shared/rl/sft_aux.py); weight 0 = off (the default: no run changes)."""
+    c = ml_collections.ConfigDict()
+    c.weight = 0.0                   # lambda: loss = RL loss + lambda * token-mean NLL of the demonstrations
+    c.schedule = "constant"          # lambda over RL steps: constant | linear (lambda -> 0 at train.steps)
+    c.task = ""                      # DATASETS example set of the demonstrations ("" = rl.task), its gold completions
+    c.task_options = ml_collections.ConfigDict()  # that set's options (empty with task "": rl.task_options)
+    c.n_train = 0                    # demonstrations in the pool (0 = rl.n_train)
+    c.pool = "separate"              # separate: drawn with another seed than the RL prompts | same: the RL prompts'
+    c.batch_size = 8                 # demonstrations per optimizer step (rows; padded to the mesh's batch shards)
+    c.loss_tokens = "all"            # which completion tokens the NLL counts: all | first (the first token only) |
+                                     # rest (all but the first)
+    c.max_prompt_tokens = 0          # prompt width of the demonstration rows (0 = the pool's longest, bos included)
+    c.max_tokens = 0                 # completion width (0 = the pool's longest completion + eos); longer ones stop
+    return c
+
+
+def stepwise_config() -> ml_collections.ConfigDict:
+    """config.rl.stepwise: Stepwise-GRPO (rl.advantage = "stepwise-grpo", shared/rl/stepwise.py)."""
+    c = ml_collections.ConfigDict()
+    c.scorer = ""                    # shared.rl.stepwise.STEP_SCORERS name: per-completion outcome, format and
+                                     # per-step rewards
+    c.separator = "\n"              # the text that ends a segment: segment 0 = the answer, segment k = step k
+    c.step_weight = 1.0              # w_step: step k tokens get w_step * A^k + A^outcome + A^format
+    return c
+
+
 def rl_config() -> ml_collections.ConfigDict:
     """config.rl: the RL algorithm knobs (shared/rl/algorithms.py) and the learner's (shared/rl/learner.py)."""
     c = ml_collections.ConfigDict()
@@ -184,6 +212,8 @@ def rl_config() -> ml_collections.ConfigDict:
     c.warmup_sft_steps = 0           # > 0: first run SFT on the task's gold completions in <workdir>/sft
     c.sft_lr = 1e-3                  # that SFT phase's peak learning rate
     c.sft_batch_size = 32            # and its batch size (sequences of data.seq_len)
+    c.sft_aux = sft_aux_config()     # an SFT loss on demonstrations inside the RL update (weight 0 = off)
+    c.stepwise = stepwise_config()   # stepwise-grpo: per-step rule rewards -> step-level advantages
     return c
 
 

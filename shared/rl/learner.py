@@ -58,6 +58,7 @@ from shared.metrics import ProgressBar, latest_values
 from shared.rl import algorithms as alg
 from shared.rl import budget
 from shared.rl import pairwise as pw
+from shared.rl import sft_aux
 from shared.rl.roles import (Actor, Critic, LossContext, Reference, Reward, Rollout, build_critic, estimator,
                              policy_loss as policy_loss_entry)
 from shared.model.sampler import SamplingParams, completion_logits
@@ -266,22 +267,27 @@ class ScoredBatch:
 
 class LoopState:
     """A checkpoint's data_state: the prompt iterator's position and, when it has one, the reward combiner's state
-    (frozen reference statistics, dynamic weights) under "reward_combine"."""
+    (frozen reference statistics, dynamic weights) under "reward_combine", the demonstrations' position under
+    "sft_aux"."""
 
-    def __init__(self, prompts: PromptIterator, reward: Reward):
-        self.prompts, self.reward = prompts, reward
+    def __init__(self, prompts: PromptIterator, reward: Reward, sft_stream: sft_aux.Stream | None = None):
+        self.prompts, self.reward, self.sft_stream = prompts, reward, sft_stream
 
     def get_state(self) -> dict:
         state = self.prompts.get_state()
         combine = self.reward.manager.get_state() if hasattr(self.reward.manager, "get_state") else None
         if combine:
             state["reward_combine"] = combine
+        if self.sft_stream is not None:
+            state["sft_aux"] = self.sft_stream.get_state()
         return state
 
     def set_state(self, state: dict) -> None:
         self.prompts.set_state(state)
         if state.get("reward_combine") and hasattr(self.reward.manager, "set_state"):
             self.reward.manager.set_state(state["reward_combine"])
+        if self.sft_stream is not None and state.get("sft_aux"):
+            self.sft_stream.set_state(state["sft_aux"])
 
 
 class RLLearner:
@@ -303,8 +309,11 @@ class RLLearner:
                              "fold the KL into (rl.kl_in_reward); keep the KL in the loss (rl.kl_in_reward=False)")
         self.policy_loss = policy_loss_entry(str(self.rl.policy_loss))
         self.critic = build_critic(config, self.estimator)   # before the Trainer: its loss joins the actor's
+        # rl.sft_aux: demonstrations' NLL in the same optimizer steps (shared/rl/sft_aux.py)
+        self.sft_stream = (sft_aux.Stream(config, tokenizer, train_examples, PromptIterator)
+                           if sft_aux.enabled(self.rl) else None)
         self.trainer = Trainer(config, workdir, init_params=init_params,
-                               loss_fn_factory=lambda attention: rl_loss_fn(config, attention, self.critic))
+                               loss_fn_factory=lambda attention: self.loss_fn(attention))
         self.actor = Actor(self.trainer)
         if self.critic is not None:
             self.critic.attach(self.actor)
@@ -313,7 +322,7 @@ class RLLearner:
         self.rollout = Rollout(config, self.actor, tokenizer)
         self.reward = Reward(config, reward_manager, pairwise=self.pairwise)
         self.prompts = PromptIterator(train_examples, int(self.rl.prompts_per_step), int(config.seed))
-        self.loop_state = LoopState(self.prompts, self.reward)
+        self.loop_state = LoopState(self.prompts, self.reward, self.sft_stream)
         if self.trainer.data_state is not None:
             self.loop_state.set_state(self.trainer.data_state)
         # The checkpoint's step is the RL step (optimizer steps lag it when RL hooks hold the policy still).
@@ -328,6 +337,14 @@ class RLLearner:
         self.step: int | None = None   # the RL step being run (None outside the loop)
         # the rollout copy of the weights is dropped before the update (build_batch), so it is not budgeted here
         self.micro_batch_tokens = budget.micro_batch_tokens(config, _bytes_per_device(self.trainer.params))
+
+    def loss_fn(self, attention: str):
+        """The update's Trainer loss_fn: rl_loss_fn, plus the demonstrations' NLL when rl.sft_aux is on."""
+        loss = rl_loss_fn(self.config, attention, self.critic)
+        if self.sft_stream is None:
+            return loss
+        return sft_aux.with_sft_loss(loss, lambda graphdef, params, rows: policy_outputs(graphdef, params, rows,
+                                                                                         attention)[0])
 
     # the roles' parts under the names the rest of the repo reads
     @property
@@ -498,6 +515,8 @@ class RLLearner:
     def estimate(self, scored: ScoredBatch, rewards, mask, values):
         """The Estimate (advantages [N,T], value targets) of a scored batch: rewards [N] / [N,T] (KL-shaped when
         rl.kl_in_reward) or a pairwise estimator's PairOutcomes, the loss mask, the critic's values or None."""
+        if hasattr(self.estimator, "estimate_rollout"):   # reads the texts and tokens (shared/rl/stepwise.py)
+            return self.estimator.estimate_rollout(scored, mask, int(self.rl.group_size), self.rl, self.tokenizer)
         return self.estimator.estimate(rewards, mask, int(self.rl.group_size), self.rl, values=values)
 
     def needs_behaviour_pass(self) -> bool:
@@ -545,8 +564,17 @@ class RLLearner:
                 order = np.asarray(jax.random.permutation(jax.random.fold_in(key, it), n))
                 for part in np.split(order, k):
                     mini = _pad_rows({name: v[part] for name, v in batch.items()}, rows * count)
+                    if self.sft_stream is not None:
+                        mini = self.add_demonstrations(mini, count)
                     self.trainer.state, last = step(self.trainer.state, self.to_global(mini))
         return {k: float(v) for k, v in jax.device_get(last).items()}
+
+    def add_demonstrations(self, mini: dict, micro_batches: int) -> dict:
+        """The mini-batch with the next rl.sft_aux.batch_size demonstrations and the exact-accumulation scales."""
+        lam = sft_aux.weight_at(self.rl, self.step or 1, int(self.config.train.steps))
+        weight = sft_aux.rl_weight(self.policy_loss, self.rl, mini)
+        return sft_aux.add_to_mini_batch(mini, self.sft_stream.next_rows(), weight, lam,
+                                         micro_batches * self.batch_multiple)
 
     def calibrate_rewards(self) -> dict:
         """The reward combiner's reference statistics, frozen from the initial (reference) policy's completions:
