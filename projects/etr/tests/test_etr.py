@@ -1,6 +1,6 @@
 """ETR's project pieces: the arms of D.2 give the widths of the spec's rule (hand-computed), the evaluation's
-metrics and entropy summaries by hand, and a smoke RL run of the table's pilot -> epsilon-matched wiring through
-the launcher (in this process, one CPU device): the control replays the running mean of the pilot's logged width."""
+metrics and entropy summaries by hand, and a smoke RL run of the table's pilot (ETR-full) through the launcher (in
+this process, one CPU device), whose logged width the eps-matched arm's config replays as its running mean."""
 import json
 import math
 import os
@@ -14,7 +14,7 @@ from projects.etr.evaluation import entropy_summary, sample_metrics
 from shared.data.sources import hash_fraction
 from shared.metrics import read_metrics
 from shared.registry import REWARDS
-from shared.rl.etr import etr_widths
+from shared.rl.etr import etr_widths, scheduled_eps
 
 MIXED = "etr_test/mixed"
 if MIXED not in REWARDS:  # a random smoke policy solves nothing: a reward that splits every group instead
@@ -73,7 +73,7 @@ def launch(workdir, *overrides):
         return json.load(f)
 
 
-def test_smoke_pilot_then_eps_matched_replays_its_running_mean(tmp_path):
+def test_smoke_pilot_run_and_the_eps_matched_replay_of_its_log(tmp_path):
     pilot = launch(tmp_path / "pilot")
     eps = {r["step"]: r["rl/etr/eps_mean"] for r in read_metrics(str(tmp_path / "pilot")) if "rl/etr/eps_mean" in r}
     assert sorted(eps) == [1, 2] and all(0.1 <= v <= 0.4 for v in eps.values())
@@ -81,9 +81,10 @@ def test_smoke_pilot_then_eps_matched_replays_its_running_mean(tmp_path):
     assert pilot["etr/entropy_first"] == pytest.approx(entropy[1])
     for key in ("etr/id_avg@4", "etr/id_pass@4", "etr/id_avg@4_before"):
         assert 0.0 <= pilot[key] <= 1.0
-    matched = launch(tmp_path / "matched", "--config.rl.policy_loss=eps-matched", "--config.rl.eps_schedule.mode=running",
-                     f"--config.rl.eps_schedule.source={tmp_path / 'pilot'}")
-    replayed = {r["step"]: r["rl/eps_matched/eps"] for r in read_metrics(str(tmp_path / "matched"))
-                if "rl/eps_matched/eps" in r}
-    assert replayed[1] == pytest.approx(eps[1]) and replayed[2] == pytest.approx((eps[1] + eps[2]) / 2)
-    assert matched["steps"] == 2
+    # the table's eps-matched point reads this pilot (rl.eps_schedule.source = its workdir) with the arm's mode
+    c = set_arm(countdown_table.get_config("smoke"), "eps_matched")
+    c.rl.eps_schedule.source = str(tmp_path / "pilot")
+    assert c.rl.eps_schedule.mode == "running"
+    assert scheduled_eps(1, c.rl) == pytest.approx(eps[1])
+    assert scheduled_eps(2, c.rl) == pytest.approx((eps[1] + eps[2]) / 2)
+    assert scheduled_eps(7, c.rl) == pytest.approx((eps[1] + eps[2]) / 2)   # after the pilot's end: its last mean
