@@ -20,7 +20,8 @@ RL_STEPS = 200          # x 2 mini-batches = the spec's 400 actor updates
 PILOT_SEED_OFFSET = 100
 COLUMNS = ["etr/id_avg@8", "etr/hard_avg@8", "etr/id_pass@16", "etr/hard_pass@16", "etr/id_avg@8_before",
            "etr/hard_avg@8_before", "etr/id_pass@16_before", "etr/hard_pass@16_before", "etr/entropy_first",
-           "etr/entropy_last", "etr/entropy_auc", "etr/entropy_ratio", "rl/etr/eps_mean", "rl/eps_matched/eps",
+           "etr/entropy_last", "etr/entropy_auc", "etr/entropy_ratio", "etr/mixed_groups_first",
+           "etr/mixed_groups_mean", "rl/etr/eps_mean", "rl/eps_matched/eps",
            "train/clipfrac_high", "train/clipfrac_low", "rl/zero_variance_frac", "rl/response_length",
            "rl/reward_mean", "wall_time_s"]
 

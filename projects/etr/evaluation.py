@@ -9,6 +9,10 @@ entropy on its own rollouts, every logged step):
   etr/entropy_last    the mean over the last entropy_tail (10%) of the logged steps
   etr/entropy_auc     the mean over every logged step (the area under the curve per step)
   etr/entropy_ratio   entropy_last / entropy_first (criterion D.4.1's "blow-up" reads this against 2)
+and from rl/zero_variance_frac (the share of groups whose rollouts all score alike):
+  etr/mixed_groups_first  1 - that share at the first logged step: the warm start's groups with 0 < p < 1, the
+                          regime the issue asks the warm start to put many groups in
+  etr/mixed_groups_mean   its mean over every logged step
 """
 from __future__ import annotations
 
@@ -39,21 +43,29 @@ def sample_metrics(correct_avg: np.ndarray, correct_pass: np.ndarray) -> dict:
             f"pass@{n}": float(pass_at_k(correct_pass, [n])[f"pass@{n}"])}
 
 
-def entropy_summary(rows: list[dict], tail: float) -> dict:
-    """The entropy keys of the module doc from metrics rows (steps >= 1 with train/entropy; a resumed run's
-    repeated step: the last line wins)."""
+def _by_step(rows: list[dict], key: str) -> np.ndarray:
+    """`key`'s values at steps >= 1 in step order (a resumed run's repeated step: the last line wins)."""
     by_step = {}
     for row in rows:
-        value = row.get("train/entropy")
+        value = row.get(key)
         if value is not None and int(row.get("step", 0)) >= 1 and math.isfinite(float(value)):
             by_step[int(row["step"])] = float(value)
-    if not by_step:
-        return {}
-    values = np.array([by_step[s] for s in sorted(by_step)])
-    last = float(values[-max(1, int(round(tail * values.size))):].mean())
-    first = float(values[0])
-    return {"etr/entropy_first": first, "etr/entropy_last": last, "etr/entropy_auc": float(values.mean()),
-            "etr/entropy_ratio": last / first if first > 0 else float("nan")}
+    return np.array([by_step[s] for s in sorted(by_step)])
+
+
+def entropy_summary(rows: list[dict], tail: float) -> dict:
+    """The entropy and mixed-group keys of the module doc from metrics rows."""
+    out = {}
+    values = _by_step(rows, "train/entropy")
+    if values.size:
+        last = float(values[-max(1, int(round(tail * values.size))):].mean())
+        first = float(values[0])
+        out.update({"etr/entropy_first": first, "etr/entropy_last": last, "etr/entropy_auc": float(values.mean()),
+                    "etr/entropy_ratio": last / first if first > 0 else float("nan")})
+    zero = _by_step(rows, "rl/zero_variance_frac")
+    if zero.size:
+        out.update({"etr/mixed_groups_first": float(1 - zero[0]), "etr/mixed_groups_mean": float(1 - zero.mean())})
+    return out
 
 
 class EtrEval(RLHook):

@@ -53,6 +53,8 @@ def test_sample_metrics_and_entropy_by_hand():
     assert out["etr/entropy_auc"] == pytest.approx((2.0 + 1.8 + 1.6 + 1.5 + 1.4 + 1.3 + 1.2 + 1.1 + 1.0 + 0.7) / 10)
     assert out["etr/entropy_ratio"] == pytest.approx(0.85 / 2.0)
     assert entropy_summary([{"step": 0}], 0.1) == {}
+    mixed = entropy_summary([{"step": 1, "rl/zero_variance_frac": 0.25}, {"step": 2, "rl/zero_variance_frac": 0.75}], 0.1)
+    assert mixed == {"etr/mixed_groups_first": 0.75, "etr/mixed_groups_mean": 0.5}
 
 
 # CI time: a 1-layer policy, 4 new tokens, no greedy tracking, the evaluation's samples in the rollouts' shape
@@ -79,6 +81,7 @@ def test_smoke_pilot_run_and_the_eps_matched_replay_of_its_log(tmp_path):
     assert sorted(eps) == [1, 2] and all(0.1 <= v <= 0.4 for v in eps.values())
     entropy = {r["step"]: r["train/entropy"] for r in read_metrics(str(tmp_path / "pilot")) if "train/entropy" in r}
     assert pilot["etr/entropy_first"] == pytest.approx(entropy[1])
+    assert 0.0 <= pilot["etr/mixed_groups_first"] <= 1.0
     for key in ("etr/id_avg@4", "etr/id_pass@4", "etr/id_avg@4_before"):
         assert 0.0 <= pilot[key] <= 1.0
     # the table's eps-matched point reads this pilot (rl.eps_schedule.source = its workdir) with the arm's mode
