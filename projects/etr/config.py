@@ -41,6 +41,8 @@ def eval_config() -> ml_collections.ConfigDict:
     c.pass_temperature = 1.0       # ... at T = 1.0
     c.max_new_tokens = 0           # 0 = rl.max_new_tokens
     c.before = True                # also evaluate the warm start ("..._before" keys)
+    c.every = 0                    # > 0: also evaluate every `every` RL steps (D.3 says 25), logged in the row of
+                                   # step k * every + 1 (the policy after k * every updates); 0 = before / after only
     c.entropy_tail = 0.1           # etr/entropy_last: mean train/entropy over the last 10% of the RL steps
     c.seed = 1000                  # evaluation problems use this seed (the same sets for every run seed)
     return c
@@ -81,6 +83,8 @@ def _check_etr_eval(config, mesh_shape) -> None:
     for key in ("avg_temperature", "pass_temperature"):
         if float(e[key]) <= 0:
             raise ValueError(f"etr_eval.{key}={e[key]} must be > 0 (greedy decoding is the learner's own eval)")
+    if int(e.every) < 0:
+        raise ValueError(f"etr_eval.every={e.every} must be >= 0 (0 = before and after RL only)")
     if not 0 < float(e.entropy_tail) <= 1:
         raise ValueError(f"etr_eval.entropy_tail={e.entropy_tail} must be in (0, 1]")
     unknown = [s for s in e.sets if s not in ("test", "ood")]

@@ -3,7 +3,9 @@
 Per set (config.etr_eval.sets; test is reported as "id", ood as "hard"), with the task's own checker:
   etr/<set>_avg@8     mean accuracy of 8 samples per problem at T = 0.6 (avg_samples, avg_temperature)
   etr/<set>_pass@16   unbiased pass@16 over 16 samples at T = 1.0 (pass_samples, pass_temperature)
-Keys of the warm start end in "_before". At the end, from the run's logged train/entropy (the policy's mean token
+Keys of the warm start end in "_before". With etr_eval.every = k > 0 the same keys are also logged in the rows of
+steps k + 1, 2k + 1, ... (evaluated before that step's rollout: the policy after k, 2k, ... RL steps), for curves.
+At the end, from the run's logged train/entropy (the policy's mean token
 entropy on its own rollouts, every logged step):
   etr/entropy_first   the first logged RL step's entropy (the warm start's, on its own samples)
   etr/entropy_last    the mean over the last entropy_tail (10%) of the logged steps
@@ -120,6 +122,12 @@ class EtrEval(RLHook):
         before = {f"{k}_before": v for k, v in self.evaluate(learner).items()}
         print(f"[etr] before RL: {before}", flush=True)
         return before
+
+    def on_rewards(self, learner, step, scored, rng) -> dict:
+        every = int(self.options["every"])
+        if every <= 0 or step <= 1 or (step - 1) % every:
+            return {}
+        return self.evaluate(learner)
 
     def on_fit_end(self, learner) -> dict:
         from shared.metrics import read_metrics

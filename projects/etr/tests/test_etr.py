@@ -76,12 +76,14 @@ def launch(workdir, *overrides):
 
 
 def test_smoke_pilot_run_and_the_eps_matched_replay_of_its_log(tmp_path):
-    pilot = launch(tmp_path / "pilot")
+    pilot = launch(tmp_path / "pilot", "--config.etr_eval.every=1")
     eps = {r["step"]: r["rl/etr/eps_mean"] for r in read_metrics(str(tmp_path / "pilot")) if "rl/etr/eps_mean" in r}
     assert sorted(eps) == [1, 2] and all(0.1 <= v <= 0.4 for v in eps.values())
     entropy = {r["step"]: r["train/entropy"] for r in read_metrics(str(tmp_path / "pilot")) if "train/entropy" in r}
     assert pilot["etr/entropy_first"] == pytest.approx(entropy[1])
     assert 0.0 <= pilot["etr/mixed_groups_first"] <= 1.0
+    curve = [r["step"] for r in read_metrics(str(tmp_path / "pilot")) if "etr/id_avg@4" in r]
+    assert curve == [2, 2]   # every=1: in step 2's row (the policy after 1 update), then the final evaluation
     for key in ("etr/id_avg@4", "etr/id_pass@4", "etr/id_avg@4_before"):
         assert 0.0 <= pilot[key] <= 1.0
     # the table's eps-matched point reads this pilot (rl.eps_schedule.source = its workdir) with the arm's mode
