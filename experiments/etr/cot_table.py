@@ -11,9 +11,10 @@ hard = ood (6 digits). Rollouts: 256 new tokens (the longest train trace is 229 
 is up to 320 bytes), 500 problems per set, avg@8 at T = 0.6, pass@16 at T = 1.0, before and after RL. The
 learner's own greedy ood tracking (eval/ood_accuracy) decodes only 256 tokens and is not used by the claims.
 
-Not run yet. Cost (estimated, not measured): 10 stages + 35 points; rollouts of up to 256 tokens make a step ~8x
-the countdown table's decode, ~3-4 s on one H100, so ~12 min of RL and ~3 min of evaluation a point: ~45 x 15 =
-~11 GPU-hours, ~1.5 h wall on 8 GPUs. Run the base competence table first (experiments/base/arithmetic_cot.py).
+Not run yet. Cost (estimated, not measured): 10 stages + 35 points; rollouts of up to 256 tokens are 8x the
+countdown table's decode length (its docstring gives the reference run), so ~12-15 min of RL and ~3 min of
+evaluation (352-token samples) a point: ~45 x 15 = ~11 GPU-hours, ~1.5 h wall on 8 GPUs. Run the base competence
+table first (experiments/base/arithmetic_cot.py).
 """
 from experiments.etr._table import rl_config, sweep
 

@@ -10,12 +10,14 @@ Task: rl/countdown with use="subset" (each number at most once), train 3-4 numbe
 (5 numbers); expressions <= 20 bytes, so 32 new tokens. Evaluation (etr/eval): 500 problems per set, avg@8 at
 T = 0.6, pass@16 at T = 1.0, before and after RL.
 
-Not run yet. Cost (estimated, not measured): 10 stages + 35 points of a 6 x 384 byte policy; an RL step of
-64 x 16 rollouts of <= 32 tokens plus two updates is under a second on one H100 (the RL base table's 64 x 8 x 8-token
-steps take ~0.3 s, experiments/rl/results/base_table), so ~200 s of RL and ~1 min of evaluation a point, ~4 min
-with start-up; the SFT stages ~2 min each (experiments/base/results/base_arithmetic: 3,000 steps of 128 in 132 s):
-~45 x 4 = 180 GPU-min, ~25 min wall on 8 GPUs (--parallel=16). Run the base competence table first
-(experiments/base/countdown.py's sweep) and set its STEPS so the warm start samples 30-50% right.
+Not run yet. Cost (estimated from other tables, not measured): 10 stages + 35 points of a 6 x 384 byte policy.
+The RL base table's GRPO points (150 steps of 64 x 8 rollouts of <= 8 tokens, 2 mini-batches, evaluations included)
+took 101.5 +- 5 s wall with 20 points sharing 2 H100s (experiments/rl/results/base_table/results.md); here a step
+has 2x the rollouts and 4x the decode length, and 200 steps: ~4-6 min a point, plus ~1 min of evaluation
+(500 problems x 24 samples x 2 sets). SFT stages: base_arithmetic's 3,000 steps of 128 took 132 s a point
+(experiments/base/README.md). ~45 x 5 = ~225 GPU-min, ~30-40 min wall on 8 GPUs (--parallel=16). Run the base
+competence table first (experiments/base/countdown.py's sweep) and set its STEPS so the warm start samples 30-50%
+right.
 """
 from experiments.etr._table import rl_config, sweep
 

@@ -11,10 +11,12 @@ G = 16, 2 mini-batches per rollout batch, 300 steps, AdamW 2e-5 constant, T = 1.
 RFN / Tri-Factor arms first roll out the warm start on 512 prompts x 8 samples (the spec's calibration set) and
 freeze the statistics. Evaluation (medical_multiobjective/eval): 500 held-out problems, greedy, before and after.
 
-Not run yet. Cost (estimated, not measured): 3 stages (2,000 SFT steps of 128 x 448 tokens, ~3 min each on one
-H100, by experiments/base/results/base_tinygsm_sym's 0.06-0.1 s a step at 320 tokens) + 24 points: a step decodes
-<= 176 tokens for 512 rows and updates on them, ~1-1.5 s on one H100, so 300 steps ~6-8 min, plus calibration and
-evaluation ~1 min: ~24 x 8 + 10 = ~200 GPU-min, ~30 min wall on 8 GPUs (--parallel=8, one point per GPU).
+Not run yet. Cost (estimated from other tables, not measured): 3 stages + 24 points. SFT: 1,000 TinyGSM-Sym SFT
+steps of 128 x 320 tokens took 0.056-0.107 s a step on shared H200s (experiments/base/results/base_tinygsm_sym), so
+2,000 steps at 448 tokens ~3-4 min a stage. RL: the CLIPO table's steps (32 x 8 rollouts of <= 80 tokens) took
+0.13-0.52 s (perf/step_s, projects/clipo/results/tinygsm_sym_table); here 2x the rows and 2.2x the tokens, so
+~1-2 s a step, 300 steps ~5-10 min, plus calibration (512 x 8) and evaluation ~1-2 min: ~24 x 9 + 10 = ~230
+GPU-min, ~30-40 min wall on 8 GPUs (--parallel=8).
 """
 import ml_collections
 
