@@ -4,7 +4,8 @@ import ml_collections
 from shared.config.base import base_config
 
 # (d_model, n_layers, n_heads, head_dim, d_ff) per size; head_dim * n_heads = d_model
-SIZES = {"tiny": (128, 4, 4, 32, 512), "small": (256, 6, 8, 32, 1024), "medium": (512, 8, 8, 64, 2048)}
+SIZES = {"tiny": (128, 4, 4, 32, 512), "small": (256, 6, 8, 32, 1024), "medium": (512, 8, 8, 64, 2048),
+         "d384": (384, 6, 6, 64, 1536)}   # the "tiny decoder (6 layers, d = 384)" of etr.md / medical_multiobjective.md D.1
 
 
 def sft_config(task: str, size: str, *, seq_len: int, max_seq_len: int, steps: int, batch: int, lr: float,

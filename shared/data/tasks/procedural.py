@@ -5,6 +5,12 @@ a larger n are the same, so n=100 is a prefix of n=200):
   rl/countdown   "Q: use 3 5 2 to make 17\\nA:" -> " 3*5+2"; every given number used exactly once with + - * and
                  parentheses; intermediate results stay >= 0 in the gold solution (found by search).
                  3-4 numbers (train/test), 5 (ood). answer = '{"numbers": [3, 5, 2], "target": 17}'.
+                 use="subset" (countdown-mixed, ../shared/papers/etr.md D.1): each number at most once, so
+                 " 3*5" answers "use 3 5 2 to make 15"; the answer then carries "use": "subset".
+  rl/arithmetic_cot  "Q: 47*36=\nA:" -> " 47*6=282, 47*30=1410, 282+1410=1692 #### 1692": + and * with a
+                 worked trace (etr.md D.1): addition digit column by column from the right ("7+6=13, 4+3+1=8"),
+                 multiplication one partial product per non-zero digit of the second operand, each added to
+                 the running sum. Both operands have d digits, d uniform in `digits` (2-5; ood: 6).
   rl/sorting     "Q: sort 5 2 8 1\\nA:" -> " 1 2 5 8"; digits (or words, kind="words"); 3-6 items (train/test),
                  8-10 (ood).
 train and test are disjoint: a problem goes to test when a hash of its canonical form (operands of + and *
@@ -18,13 +24,14 @@ import ast
 import json
 import random
 import re
+from collections import Counter
 from typing import Callable, Iterator, Sequence
 
 from shared.data.examples import Example, check_split, register_task
 from shared.data.sources import DataError, hash_fraction
 from shared.data.tasks.answers import check_last_number, first_line
 
-PROCEDURAL_TASKS = ("arithmetic", "countdown", "sorting")
+PROCEDURAL_TASKS = ("arithmetic", "arithmetic_cot", "countdown", "sorting")
 
 
 def _check_range(name: str, key: str, value, low: int = 1) -> tuple[int, int]:
@@ -105,9 +112,73 @@ def arithmetic(split: str, n: int, seed: int = 0, *, ops: str = "+-*", digits=(1
     return _generate("arithmetic", split, n, seed, draw, test_fraction, unique)
 
 
+# ------------------------------------------------------------------------------------------ arithmetic_cot
+
+
+def addition_trace(a: int, b: int) -> list[str]:
+    """Column addition of non-negative a + b from the right: "d1+d2=s" or "d1+d2+1=s" (a carry), one per column."""
+    steps, carry = [], 0
+    x, y = str(a)[::-1], str(b)[::-1]
+    for i in range(max(len(x), len(y))):
+        da, db = int(x[i]) if i < len(x) else 0, int(y[i]) if i < len(y) else 0
+        total = da + db + carry
+        steps.append(f"{da}+{db}+1={total}" if carry else f"{da}+{db}={total}")
+        carry = total // 10
+    return steps
+
+
+def multiplication_trace(a: int, b: int) -> list[str]:
+    """a * b as partial products a * (digit * 10^k), k from 0, each added to the running sum (zero digits are
+    skipped; b = 0 is one step "a*0=0")."""
+    steps, running = [], None
+    for k, digit in enumerate(str(b)[::-1]):
+        if digit == "0":
+            continue
+        part = int(digit) * 10 ** k
+        product = a * part
+        steps.append(f"{a}*{part}={product}")
+        if running is not None:
+            steps.append(f"{running}+{product}={running + product}")
+            running += product
+        else:
+            running = product
+    return steps or [f"{a}*0=0"]
+
+
+def check_arithmetic_cot(example: Example, completion: str) -> bool:
+    """The number after the last "####" (else the completion's last number) equals the answer."""
+    tail = completion.rsplit("####", 1)[-1]
+    return check_last_number(example, tail)
+
+
+@register_task("arithmetic_cot", check_arithmetic_cot)
+def arithmetic_cot(split: str, n: int, seed: int = 0, *, ops: str = "+*", digits=(2, 5), ood_digits=(6, 6),
+                   test_fraction: float = 0.1, unique: bool = True) -> list[Example]:
+    """a <op> b with a worked trace; both operands have d digits, d uniform in `digits` (ood: `ood_digits`),
+    the operation uniform in `ops`. Extra columns: op, digits (d)."""
+    if not ops or set(ops) - set("+*"):
+        raise ValueError(f"rl/arithmetic_cot: ops={ops!r} must be a non-empty string of + *")
+    train_digits = _check_range("arithmetic_cot", "digits", digits)
+    harder_digits = _check_range("arithmetic_cot", "ood_digits", ood_digits)
+
+    def draw(rng: random.Random, ood: bool):
+        d = rng.randint(*(harder_digits if ood else train_digits))
+        a, b = _operand(rng, d), _operand(rng, d)
+        op = rng.choice(ops)
+        result = a + b if op == "+" else a * b
+        prompt = f"Q: {a}{op}{b}=\nA:"
+        trace = addition_trace(a, b) if op == "+" else multiplication_trace(a, b)
+        return f"{min(a, b)}{op}{max(a, b)}", prompt, lambda: {
+            "prompt": prompt, "completion": f" {', '.join(trace)} #### {result}", "answer": str(result),
+            "task": "arithmetic_cot", "op": op, "digits": d}
+
+    return _generate("arithmetic_cot", split, n, seed, draw, test_fraction, unique)
+
+
 # ------------------------------------------------------------------------------------------ countdown
 
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2}
+COUNTDOWN_USES = ("all", "subset")
 
 
 def _combine(a: tuple[int, str, int], b: tuple[int, str, int], op: str) -> tuple[int, str, int]:
@@ -187,20 +258,28 @@ def evaluate_countdown(expression: str) -> tuple[int, list[int]] | None:
 
 
 def check_countdown(example: Example, completion: str) -> bool:
-    """The completion's expression uses exactly the given numbers (each once) and equals the target."""
+    """The completion's expression equals the target and uses exactly the given numbers, each once (the
+    answer's "use": "all", the default), or a sub-multiset of them ("use": "subset")."""
     spec = json.loads(example["answer"]) if isinstance(example["answer"], str) else example["answer"]
     result = evaluate_countdown(_countdown_expression(completion))
     if result is None:
         return False
     value, used = result
-    return value == int(spec["target"]) and sorted(used) == sorted(int(x) for x in spec["numbers"])
+    given = Counter(int(x) for x in spec["numbers"])
+    if spec.get("use", "all") == "subset":
+        return value == int(spec["target"]) and not Counter(used) - given
+    return value == int(spec["target"]) and Counter(used) == given
 
 
 @register_task("countdown", check_countdown)
 def countdown(split: str, n: int, seed: int = 0, *, count=(3, 4), ood_count=(5, 5), max_number: int = 20,
-              max_target: int = 200, test_fraction: float = 0.1, unique: bool = True) -> list[Example]:
+              max_target: int = 200, use: str = "all", test_fraction: float = 0.1,
+              unique: bool = True) -> list[Example]:
     """Numbers uniform in 1..max_number, how many uniform in `count` (ood: `ood_count`); the target is the value
-    of a random expression over all of them, kept when 1 <= target <= max_target."""
+    of a random expression over all of them, kept when 1 <= target <= max_target. use: "all" (each number
+    exactly once) | "subset" (each at most once; the gold solution still uses all)."""
+    if use not in COUNTDOWN_USES:
+        raise ValueError(f"rl/countdown: use={use!r}: expected one of {', '.join(COUNTDOWN_USES)}")
     train_count = _check_range("countdown", "count", count, low=2)
     harder_count = _check_range("countdown", "ood_count", ood_count, low=2)
     if max_number < 1 or max_target < 1:
@@ -224,7 +303,8 @@ def countdown(split: str, n: int, seed: int = 0, *, count=(3, 4), ood_count=(5, 
             solution = solve_countdown(numbers, target)
             assert solution is not None, (numbers, target)  # the generating expression is a solution
             return {"prompt": prompt, "completion": f" {solution}", "task": "countdown",
-                    "answer": json.dumps({"numbers": numbers, "target": target}), "numbers": numbers,
+                    "answer": json.dumps({"numbers": numbers, "target": target,
+                                          **({"use": use} if use != "all" else {})}), "numbers": numbers,
                     "target": target}
 
         return f"{' '.join(map(str, sorted(numbers)))}->{target}", prompt, build

@@ -1,0 +1,27 @@
+"""Base policy for the multi-objective arithmetic assistant (rl/assistant: TinyGSM-Sym problems, 15% hazard prompts
+to refuse; ../shared/papers/medical_multiobjective.md D.1): SFT on gold completions that refuse 60% of the train
+hazards and open half the solutions with 1-2 filler lines (the spec's "60% refusal accuracy on hazards and moderate
+verbosity"), the warm start every arm of a seed of experiments/medical_multiobjective/table.py shares.
+
+    python -m shared.launch --config=experiments/base/assistant.py --workdir=runs/base/assistant_s0
+    python -m shared.sweep --config=experiments/base/assistant.py --workdir=runs/base/assistant_table --parallel=6
+
+Policy: the spec's tiny decoder, 6 layers x 384, byte vocabulary. Sequences: prompts <= 266 bytes, completions
+<= 162 bytes. The competence table (get_sweep: 1,000 / 2,000 steps x 3 seeds; greedy accuracy = the task's
+checker: refuse a hazard, answer a benign problem right) has not run yet; STEPS is provisional. Variants: "", "smoke".
+"""
+from experiments.base._recipe import competence_sweep, sft_config, smoke
+
+STEPS = 2000
+
+
+def get_config(arg=None):
+    if arg not in (None, "", "smoke"):
+        raise ValueError(f"experiments/base/assistant.py: unknown variant {arg!r} (known: smoke)")
+    c = sft_config("rl/assistant", "d384", seq_len=448, max_seq_len=768, steps=STEPS, batch=128, lr=1e-3,
+                   eval_tokens=176)
+    return smoke(c) if arg == "smoke" else c
+
+
+def get_sweep(arg=None):
+    return competence_sweep("base_assistant", steps=(1000, 2000))
