@@ -118,4 +118,37 @@ ENTRIES = [
          state="needs a served judge model with tool calling: JUDGE_BASE_URL / JUDGE_MODEL (vLLM "
          "--enable-auto-tool-choice); no weights reachable offline",
          note="settings none/fair/operational x 3 seeds x 600 cases, 32 concurrent; estimate, not measured"),
+    # -- issue 36's papers: warm-start competence first, then the tables (estimates, not measured) ---------------
+    dict(name="base_countdown", config="experiments/base/countdown.py",
+         results="experiments/base/results/base_countdown", parallel=6, est_gpu_min=20, est_wall_min=8, state="ready",
+         note="9 points (500/1000/2000 steps x 3 seeds), 6x384; pick STEPS for 30-50% sampled (etr.md D.1)"),
+    dict(name="base_assistant", config="experiments/base/assistant.py",
+         results="experiments/base/results/base_assistant", parallel=6, est_gpu_min=30, est_wall_min=10,
+         state="ready", note="6 points (1000/2000 steps x 3 seeds); the warm start should refuse ~60% of hazards"),
+    dict(name="base_relevance", config="experiments/base/relevance.py",
+         results="experiments/base/results/base_relevance", parallel=6, est_gpu_min=50, est_wall_min=15,
+         state="ready", note="teacher competence (8 x 512, 300-2,400 SFT steps x 3 seeds); pick STEPS near 0.85 "
+         "overall greedy accuracy (mode_balanced.md D.2.1)"),
+    dict(name="base_arithmetic_cot", config="experiments/base/arithmetic_cot.py",
+         results="experiments/base/results/base_arithmetic_cot", parallel=6, est_gpu_min=50, est_wall_min=15,
+         state="ready", note="9 points (1000/2000/4000 steps x 3 seeds), 352-token greedy eval on ood"),
+    dict(name="etr_countdown", config="experiments/etr/countdown_table.py", results="projects/etr/results/countdown",
+         parallel=16, est_gpu_min=225, est_wall_min=60, state="needs base_countdown: set experiments/base/countdown.py "
+         "STEPS from its competence table (30-50% sampled)",
+         note="7 arms x 5 seeds + 5 SFT + 5 ETR pilot stages, 4 GPUs, several leases (bundles)"),
+    dict(name="mo_table", config="experiments/medical_multiobjective/table.py",
+         results="projects/medical_multiobjective/results/table", parallel=8, est_gpu_min=230, est_wall_min=60,
+         state="needs base_assistant: set experiments/base/assistant.py STEPS from its competence table",
+         note="8 arms x 3 seeds + 3 SFT stages, 4 GPUs; RFN/Tri-Factor arms calibrate on 512 x 8 first"),
+    dict(name="mode_balanced_table", config="experiments/mode_balanced/table.py",
+         results="projects/mode_balanced/results/table", parallel=8, est_gpu_min=180, est_wall_min=60,
+         state="needs base_relevance: STEPS of experiments/base/relevance.py set from its competence table",
+         note="lambda arms x 3 seeds, outcome GRPO + format gate, sft arm, distillation students, 4 GPUs"),
+    dict(name="mode_balanced_stepwise", config="experiments/mode_balanced/table.py:stepwise",
+         results="projects/mode_balanced/results/stepwise", parallel=8, est_gpu_min=160, est_wall_min=50,
+         state="needs base_relevance: as mode_balanced_table", note="Stepwise-GRPO, same arms, 4 GPUs"),
+    dict(name="etr_cot", config="experiments/etr/cot_table.py", results="projects/etr/results/cot",
+         parallel=16, est_gpu_min=660, est_wall_min=180, state="needs base_arithmetic_cot: set "
+         "experiments/base/arithmetic_cot.py STEPS from its competence table",
+         note="256-token rollouts, 352-token eval; 4 GPUs over many leases (bundles)"),
 ]
