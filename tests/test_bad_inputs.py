@@ -114,6 +114,8 @@ FRESH = [
     ("data_missing", ["--config.data.source=jsonl", "--config.data.path={files}/nope.jsonl"], QS, "does not exist"),
     ("missing_config_file", [], "/nonexistent/exp.py", "config file not found: /nonexistent/exp.py"),
     ("unknown_variant", [], os.path.join(REPO, "experiments/quickstart.py:nosuch"), "unknown variant 'nosuch'"),
+    ("arm_without_its_judge_run", [], os.path.join(REPO, "experiments/writing_zero/table.py:smoke"),
+     "writing_zero.judge_run is empty: this arm's reward is a trained pairwise judge, an earlier run. Make it with"),
     ("judge_endpoint_missing", [], os.path.join(REPO, "experiments/openrs/http_judge.py:smoke"),  # no $JUDGE_BASE_URL
      "openrs.base_url / openrs.model: openrs/judge_eval: no base_url given and $JUDGE_BASE_URL is unset"),
 ]

@@ -185,6 +185,19 @@ def rm_task(config, workdir: str) -> dict:
 # ---------------------------------------------------------------- RL arms
 
 
+def _needs_run(config, key: str, what: str, stage: str, workdir: str) -> Exception:
+    """A launch of an arm without the run its reward reads: one line naming the commands (exit 2), not a crash."""
+    from shared.config import ConfigError
+
+    smoke = "_smoke" if str(config.mesh.preset).startswith("cpu") else ""
+    table = "experiments/writing_zero/table.py"
+    return ConfigError(
+        f"{key} is empty: this arm's reward is {what}, an earlier run. Make it with: python -m shared.launch "
+        f"--config={table}:{stage}{smoke} --workdir={workdir}, then add --config.{key}={workdir}; or run "
+        f"the arm with its stages: python -m shared.sweep --config={table}{':smoke' if smoke else ''} "
+        f"--workdir=runs/wz_table")
+
+
 def with_runs(config) -> ml_collections.ConfigDict:
     """config with writing_zero.judge_run in every model/pairwise_judge reward of backend "sampler" and
     writing_zero.rm_run in every model/scalar_rm reward whose path is empty; a sampler judge also gets the judge
@@ -198,14 +211,15 @@ def with_runs(config) -> ml_collections.ConfigDict:
         if spec[0] == "model/pairwise_judge" and kwargs.get("backend") == "sampler":
             kwargs["path"] = kwargs.get("path") or str(g.judge_run)
             if not kwargs["path"]:
-                raise ValueError("writing_zero: a sampler judge needs writing_zero.judge_run (a judge's workdir)")
+                raise _needs_run(config, "writing_zero.judge_run", "a trained pairwise judge",
+                                 "judge_principled", "runs/wz/judge")
             kwargs.setdefault("template", jd.JUDGE_TEMPLATE)
             kwargs.setdefault("max_new_tokens", int(g.judge_max_new_tokens))
             spec = [spec[0], spec[1], kwargs]
         elif spec[0] == "model/scalar_rm":
             kwargs["path"] = kwargs.get("path") or str(g.rm_run)
             if not kwargs["path"]:
-                raise ValueError("writing_zero: model/scalar_rm needs writing_zero.rm_run (the RM's workdir)")
+                raise _needs_run(config, "writing_zero.rm_run", "a trained scalar RM", "rm", "runs/wz/rm")
             kwargs.setdefault("batch_size", 256)
             spec = [spec[0], spec[1], kwargs]
         specs.append(tuple(spec))
