@@ -55,17 +55,23 @@ from jax.sharding import Mesh
 from shared import sharding as sh
 from shared.checkpoint import install_preemption_handler
 from shared.metrics import ProgressBar, latest_values
+from shared.metrics.compiles import compile_counts
 from shared.rl import algorithms as alg
 from shared.rl import budget
 from shared.rl import pairwise as pw
 from shared.rl.roles import (Actor, Critic, LossContext, Reference, Reward, Rollout, build_critic, estimator,
                              policy_loss as policy_loss_entry)
+from shared.rl.scored import ScoredBatch  # noqa: F401  (importable from here too)
 from shared.model.sampler import SamplingParams, completion_logits
 from shared.train.trainer import Hook, send_test_signal
 
 
 # what a run logs at step 0, before its first RL step: evaluations and the reward calibration
 START_METRICS = ("_before", "_calibration", "/ref_mean", "/ref_std", "perf/reward_calibration_s")
+
+
+# per-batch times that a step with DAPO refills sums over its rollout batches
+SUMMED_TIMES = ("perf/rollout_s", "perf/reward_s")
 
 
 def _batch_shards(mesh, rules) -> int:
@@ -255,15 +261,6 @@ class RLHook(Hook):
         return {}
 
 
-@dataclasses.dataclass
-class ScoredBatch:
-    rollout: object
-    rewards: np.ndarray          # [N] task reward (+ shaping)
-    metrics: dict
-    examples: list[dict]         # one per prompt
-    outcomes: pw.PairOutcomes | None = None   # a pairwise estimator's judged pairs (None: pointwise rewards)
-
-
 class LoopState:
     """A checkpoint's data_state: the prompt iterator's position and, when it has one, the reward combiner's state
     (frozen reference statistics, dynamic weights) under "reward_combine"."""
@@ -374,8 +371,10 @@ class RLLearner:
 
     def rollout_and_score(self, examples, key) -> ScoredBatch:
         prompts = self.encode_prompts(examples)
+        start = time.perf_counter()
         rollout = self.sampler.generate(self.rollout_params(), prompts, self.sampling_params(), key,
                                         return_hidden=self.needs_hidden, max_rows=self.rollout_max_rows(prompts))
+        sampled = time.perf_counter()
         rewards, metrics = self.reward.score(examples, rollout.texts, rollout.lengths)
         outcomes = None
         if self.pairwise:  # every judge call of this batch, planned, then judged in one batch
@@ -387,6 +386,7 @@ class RLLearner:
             outcomes = pw.outcomes(plan, pref)
             rewards = outcomes.rewards
             metrics = {**metrics, **judge_metrics, **pairwise_metrics(outcomes)}
+        metrics = {**metrics, "perf/rollout_s": sampled - start, "perf/reward_s": time.perf_counter() - sampled}
         return ScoredBatch(rollout, rewards, metrics, list(examples), outcomes)
 
     def informative(self, scored: ScoredBatch) -> np.ndarray:
@@ -408,7 +408,10 @@ class RLLearner:
             return scored, stats
         groups = [(scored, i) for i in np.flatnonzero(keep)]
         dropped = [(scored, i) for i in np.flatnonzero(~keep)]
-        cost = {k: v for k, v in scored.metrics.items() if k.startswith("judge/") and not k.endswith("_frac")}
+        def summed(name):  # judge costs and the sampler / reward times add up over the refills
+            return name in SUMMED_TIMES or (name.startswith("judge/") and not name.endswith("_frac"))
+
+        cost = {k: v for k, v in scored.metrics.items() if summed(k)}
         for _ in range(int(rl.dynamic_sampling_max_tries)):
             if len(groups) >= b:
                 break
@@ -416,7 +419,7 @@ class RLLearner:
             extra = self.rollout_and_score(next(self.prompts), sub)
             extra_keep = self.informative(extra)
             for name, value in extra.metrics.items():  # every refill's judge calls count in the step's cost
-                if name.startswith("judge/") and not name.endswith("_frac"):
+                if summed(name):
                     cost[name] = value if name.endswith("_total") else cost.get(name, 0.0) + value
             groups += [(extra, i) for i in np.flatnonzero(extra_keep)]
             dropped += [(extra, i) for i in np.flatnonzero(~extra_keep)]
@@ -534,19 +537,24 @@ class RLLearner:
         """num_iterations passes of mini_batches optimizer steps over the rollout batch; each optimizer step
         accumulates gradients over micro-batches of rl.micro_batch_tokens tokens per device (rows padded with
         masked copies to equal micro-batches: they weigh 0 in every loss aggregation)."""
+        last = {}
+        with sh.use_mesh(self.mesh, self.trainer.rules):
+            for step, mini in self.update_steps(batch, key):
+                self.trainer.state, last = step(self.trainer.state, mini)
+        return {k: float(v) for k, v in jax.device_get(last).items()}
+
+    def update_steps(self, batch: dict, key):
+        """(the jitted optimizer step, its global mini-batch) for each optimizer step of `update`, in order (the
+        compile-ahead lowers the first; shared/rl/warmup.py)."""
         n = batch["tokens"].shape[0]
         k = int(self.rl.mini_batches)
         seq = batch["tokens"].shape[1] + batch["prompt_tokens"].shape[1]
         rows, count = update_micro_rows(self.config, n, seq, self.micro_batch_tokens, self.batch_multiple)
         step = self.trainer.train_step(count)
-        last = {}
-        with sh.use_mesh(self.mesh, self.trainer.rules):
-            for it in range(int(self.rl.num_iterations)):
-                order = np.asarray(jax.random.permutation(jax.random.fold_in(key, it), n))
-                for part in np.split(order, k):
-                    mini = _pad_rows({name: v[part] for name, v in batch.items()}, rows * count)
-                    self.trainer.state, last = step(self.trainer.state, self.to_global(mini))
-        return {k: float(v) for k, v in jax.device_get(last).items()}
+        for it in range(int(self.rl.num_iterations)):
+            order = np.asarray(jax.random.permutation(jax.random.fold_in(key, it), n))
+            for part in np.split(order, k):
+                yield step, self.to_global(_pad_rows({name: v[part] for name, v in batch.items()}, rows * count))
 
     def calibrate_rewards(self) -> dict:
         """The reward combiner's reference statistics, frozen from the initial (reference) policy's completions:
@@ -601,6 +609,10 @@ class RLLearner:
         writer.truncate_after(self.start_step + 1)
         progress = ProgressBar(steps, self.start_step, enabled=self.trainer.is_main and cfg.train.progress)
         before, last, evals = {}, {}, {}
+        if self.rl.get("compile_ahead", True) and self.start_step < steps:
+            from shared.rl.warmup import compile_ahead
+
+            writer.write(self.start_step, compile_ahead(self, steps))
         if self.start_step:  # resumed: the summary keeps what the run logged before (evals before RL included)
             before = latest_values(self.workdir, 0, lambda k: k.endswith(START_METRICS))
             last = latest_values(self.workdir, self.start_step, lambda k: not k.startswith("eval/"))
@@ -658,6 +670,7 @@ class RLLearner:
         for step in range(self.start_step + 1, steps + 1):
             key = jax.random.fold_in(self.rng, step)
             self.step = step
+            compiled = compile_counts()
             t0 = time.perf_counter()
             scored, stats = self.collect(jax.random.fold_in(key, 0))
             task_rewards = scored.rewards.copy()
@@ -675,7 +688,10 @@ class RLLearner:
             row = {"rl/reward_mean": float(task_rewards.mean()), "rl/reward_std": float(task_rewards.std()),
                    "rl/response_length": float(r.lengths.mean()), "rl/finished_frac": float(r.finished.mean()),
                    **stats, **scored.metrics, **{f"train/{k}": v for k, v in update.items()},
-                   "perf/rollout_and_reward_s": t1 - t0, "perf/update_s": t3 - t2, "perf/step_s": t3 - t0, **times}
+                   "perf/rollout_and_reward_s": t1 - t0, "perf/update_s": t3 - t2, "perf/step_s": t3 - t0, **times,
+                   # programs compiled in this step (0 after the first with rl.compile_ahead), its prompt bucket
+                   "perf/compiles": float((compile_counts() - compiled).compiles),
+                   "perf/prompt_bucket": float(r.prompt_tokens.shape[1])}
             if self.rl_hooks:  # rl/reward_* stay the rewards before the hooks shaped them
                 row.update(hooked)
                 row["rl/shaped_reward_mean"] = float(scored.rewards.mean())
