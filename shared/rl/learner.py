@@ -201,6 +201,16 @@ def needs_behaviour_pass(rl, has_critic: bool, has_reference: bool) -> bool:
                 and not (rl.kl_in_reward and has_reference))
 
 
+def first_update_is_on_policy(rl, has_critic: bool, has_reference: bool) -> bool:
+    """Whether the rows of a step's first optimizer step may take their behaviour log-probs from that step's own
+    forward (ratio exactly 1): the policy has not moved yet when it runs, and those rows are not seen again
+    (rl.num_iterations = 1); nothing else reads their behaviour log-probs (a critic's values, a KL penalty in the
+    reward); rl.behaviour_pass = "auto". With rl.mini_batches = k the behaviour pass then covers (k-1)/k of the
+    rows (k = 1: none, needs_behaviour_pass)."""
+    return (str(rl.get("behaviour_pass", "auto")) != "always" and int(rl.num_iterations) == 1 and not has_critic
+            and not (rl.kl_in_reward and has_reference))
+
+
 def rl_loss_fn(config, attention: str, critic: Critic | None = None):
     """The Trainer loss_fn of an RL update: policy loss (+ KL in the loss, - entropy bonus, + the critic's loss)."""
     rl = config.rl
@@ -213,6 +223,8 @@ def rl_loss_fn(config, attention: str, critic: Critic | None = None):
         # no behaviour pass (on-policy single update, see RLLearner.needs_behaviour_pass): the policy before this
         # optimizer step is the behaviour policy, so its log-probs are this forward's, held constant
         old_logp = batch["old_logp"] if "old_logp" in batch else jax.lax.stop_gradient(logp)
+        if "on_policy" in batch:  # rows of the step's first optimizer step: no behaviour pass, same argument
+            old_logp = jnp.where(batch["on_policy"][:, None] > 0, jax.lax.stop_gradient(logp), old_logp)
         fields = {name: batch[name] for name in policy_loss.fields}   # from its prepare (build_batch)
         loss, metrics = policy_loss.fn(logp, old_logp, batch["advantages"], mask, rl,
                                        logp_ref=batch.get("ref_logp"), **fields)
@@ -449,10 +461,12 @@ class RLLearner:
         outcomes = pw.PairOutcomes.take([(s.outcomes, i) for s, i in chosen]) if pairwise else None
         return ScoredBatch(rollout, rewards, chosen[0][0].metrics, [s.examples[i] for s, i in chosen], outcomes)
 
-    def build_batch(self, scored: ScoredBatch, step: int | None = None) -> tuple[dict, dict]:
+    def build_batch(self, scored: ScoredBatch, step: int | None = None, update_key=None) -> tuple[dict, dict]:
         """Arrays for the update: behaviour/reference log-probs, advantages (and the critic's fields, the policy
         loss's fields); and the step's metrics of building it (timings, the policy loss's prepare metrics).
-        step: the RL step its policy loss's prepare sees (default: the loop's current step)."""
+        step: the RL step its policy loss's prepare sees (default: the loop's current step). update_key: the key
+        `update` will get; with it (and first_update_is_on_policy) the behaviour pass skips the rows of the first
+        optimizer step, marked in batch["on_policy"]."""
         rl, r = self.rl, scored.rollout
         self.rollout.drop()   # the rollout's weight copy: its memory goes to the update
         mask = r.mask.copy()
@@ -463,7 +477,16 @@ class RLLearner:
         times = {}
         start = time.perf_counter()
         old_logp = old_values = None
-        if self.needs_behaviour_pass():
+        first = None
+        if update_key is not None and first_update_is_on_policy(rl, self.critic is not None, self.reference is not None):
+            first = np.split(self.update_order(update_key, 0, len(mask)), int(rl.mini_batches))[0]
+        if self.needs_behaviour_pass() and first is not None:
+            rest = np.setdiff1d(np.arange(len(mask)), first)
+            old_logp = np.zeros(mask.shape, np.float32)
+            old_logp[rest] = self.logprob_pass(self.trainer.params, {k: v[rest] for k, v in batch.items()})[0]
+            batch["on_policy"] = np.isin(np.arange(len(mask)), first).astype(np.float32)
+            batch["old_logp"] = old_logp
+        elif self.needs_behaviour_pass():
             old_logp, old_values = self.logprob_pass(self.trainer.params, batch)
             batch["old_logp"] = old_logp
         # a pairwise estimator gets the judged pairs where a plain one gets the rewards
@@ -543,6 +566,11 @@ class RLLearner:
                 self.trainer.state, last = step(self.trainer.state, mini)
         return {k: float(v) for k, v in jax.device_get(last).items()}
 
+    @staticmethod
+    def update_order(key, iteration: int, n: int) -> np.ndarray:
+        """The order of the rollout rows in pass `iteration` of `update` (split into rl.mini_batches parts)."""
+        return np.asarray(jax.random.permutation(jax.random.fold_in(key, iteration), n))
+
     def update_steps(self, batch: dict, key):
         """(the jitted optimizer step, its global mini-batch) for each optimizer step of `update`, in order (the
         compile-ahead lowers the first; shared/rl/warmup.py)."""
@@ -552,8 +580,7 @@ class RLLearner:
         rows, count = update_micro_rows(self.config, n, seq, self.micro_batch_tokens, self.batch_multiple)
         step = self.trainer.train_step(count)
         for it in range(int(self.rl.num_iterations)):
-            order = np.asarray(jax.random.permutation(jax.random.fold_in(key, it), n))
-            for part in np.split(order, k):
+            for part in np.split(self.update_order(key, it, n), k):
                 yield step, self.to_global(_pad_rows({name: v[part] for name, v in batch.items()}, rows * count))
 
     def calibrate_rewards(self) -> dict:
@@ -678,11 +705,12 @@ class RLLearner:
             frozen = any(hook.freezes_policy(step) for hook in self.rl_hooks)
             t1 = time.perf_counter()
             update, times = {}, {}
+            update_key = jax.random.fold_in(key, 1)
             if not frozen:
-                batch, times = self.build_batch(scored)
+                batch, times = self.build_batch(scored, update_key=update_key)
             t2 = time.perf_counter()
             if not frozen:
-                update = self.update(batch, jax.random.fold_in(key, 1))
+                update = self.update(batch, update_key)
             t3 = time.perf_counter()
             r = scored.rollout
             row = {"rl/reward_mean": float(task_rewards.mean()), "rl/reward_std": float(task_rewards.std()),

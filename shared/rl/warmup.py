@@ -95,7 +95,7 @@ def compile_bucket(learner, bucket: int, key) -> None:
     learner.sampler.compile_for(params, b, bucket, learner.sampling_params(), key, max_rows=max_rows,
                                 return_hidden=learner.needs_hidden)
     # the class's build_batch, not an instance attribute wrapped around it (a test's spy sees only real steps)
-    batch, _ = type(learner).build_batch(learner, stand_in_rollout(learner, bucket))
+    batch, _ = type(learner).build_batch(learner, stand_in_rollout(learner, bucket), update_key=key)
     with sh.use_mesh(learner.mesh, learner.trainer.rules):
         step, mini = next(learner.update_steps(batch, key))
         step.lower(learner.trainer.state, mini).compile()
