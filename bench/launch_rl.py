@@ -83,9 +83,14 @@ def render_markdown(payload: dict) -> str:
     lines = [f"Launcher RL step: `{payload['command']}` ({payload['steps']} steps), {payload.get('device', '?')}",
              "", "| step | step s | rollout s | reward s | log-probs s | update s | compiles | prompt bucket |",
              "|---|---|---|---|---|---|---|---|"]
-    cell = lambda v: "" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))  # noqa: E731
+    def cell(key):
+        value = step.get(key)
+        if value is None:
+            return ""
+        return f"{value:.3f}" if key.endswith("_s") else f"{value:g}"   # seconds; counts and buckets
+
     for step in s["steps"][:FIRST]:
-        lines.append("| " + " | ".join(cell(step.get(k)) for k in (
+        lines.append("| " + " | ".join(cell(k) for k in (
             "step", "perf/step_s", "perf/rollout_s", "perf/reward_s", "perf/logprob_s", "perf/update_s",
             "perf/compiles", "perf/prompt_bucket")) + " |")
     lines += ["", f"steady state (median after step 1): **{s['steady_state_s']:.3f} s**; largest step after the first "
