@@ -196,7 +196,6 @@ def test_on_policy_step_without_a_behaviour_pass_equals_the_step_with_one(tmp_pa
     skip = make_learner(scale_config(), tmp_path / "skip")
     keep = make_learner(scale_config(behaviour_pass="always"), tmp_path / "keep")
     assert not skip.needs_behaviour_pass() and keep.needs_behaviour_pass()
-    assert make_learner(scale_config(mini_batches=2), tmp_path / "two").needs_behaviour_pass()
     skip_batch, _ = skip.build_batch(rollout_batch)
     keep_batch, _ = keep.build_batch(rollout_batch)
     assert "old_logp" not in skip_batch and "old_logp" in keep_batch
@@ -206,3 +205,31 @@ def test_on_policy_step_without_a_behaviour_pass_equals_the_step_with_one(tmp_pa
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     skip.close()
     keep.close()
+
+
+def test_first_optimizer_step_rows_skip_the_behaviour_pass_and_change_no_gradient(tmp_path, rollout_batch):
+    """rl.mini_batches=2: the rows of the first optimizer step take their behaviour log-probs from that step's own
+    forward (the policy has not moved: ratio 1), the others from the pass; the two optimizer steps' losses and
+    gradients (SGD: the params after them) equal those with the pass over every row."""
+    import jax.numpy as jnp
+
+    learner = make_learner(scale_config(mini_batches=2), tmp_path / "two")
+    assert learner.needs_behaviour_pass()
+    start = jax.tree.map(jnp.copy, learner.trainer.state)
+    key = jax.random.key(5)
+    partial, _ = learner.build_batch(rollout_batch, update_key=key)
+    first = np.split(learner.update_order(key, 0, 16), 2)[0]
+    assert sorted(np.flatnonzero(partial["on_policy"])) == sorted(first)
+    got = learner.update(partial, key)
+    got_params = host_params(learner)
+    learner.trainer.state = start
+    full, _ = learner.build_batch(rollout_batch)            # no update key: the pass over every row
+    assert "on_policy" not in full
+    rest = np.setdiff1d(np.arange(16), first)
+    np.testing.assert_allclose(partial["old_logp"][rest], full["old_logp"][rest], rtol=1e-6, atol=1e-6)
+    want = learner.update(full, key)
+    for name in ("loss", "pg_loss", "kl_loss", "grad_norm"):
+        assert got[name] == pytest.approx(want[name], rel=1e-5, abs=1e-6), name
+    for a, b in zip(got_params, host_params(learner)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    learner.close()

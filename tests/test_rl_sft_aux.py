@@ -167,3 +167,20 @@ def test_the_stream_draws_batches_and_its_position_rides_in_the_loop_state():
     LoopState(PromptIterator([{}] * 4, 2, 0), reward, again).set_state(state)
     np.testing.assert_array_equal(again.next_rows()["sft_tokens"], stream.next_rows()["sft_tokens"])
     assert not np.array_equal(first["sft_tokens"], second["sft_tokens"])
+
+
+def test_the_compile_aheads_stand_in_rows_have_the_streams_shapes_and_leave_it_in_place():
+    """The RL compile-ahead lowers the update step with stand-in demonstrations: same shapes and dtypes as a real
+    draw, and the stream's position unchanged (a resumed run compiles again and must draw what an uninterrupted
+    run draws)."""
+    from shared.rl.learner import PromptIterator
+
+    config = tiny_config()
+    config.rl.sft_aux.batch_size, config.rl.sft_aux.n_train = 4, 10
+    tokenizer = build_tokenizer(config.data, None, config.model.vocab_size)
+    stream = sft_aux.Stream(config, tokenizer, [], PromptIterator)
+    before = stream.get_state()
+    stand_in = stream.stand_in_rows()
+    assert stream.get_state() == before
+    real = stream.next_rows()
+    assert {k: (v.shape, v.dtype) for k, v in stand_in.items()} == {k: (v.shape, v.dtype) for k, v in real.items()}

@@ -206,6 +206,8 @@ def rl_config() -> ml_collections.ConfigDict:
                                      # devices when the copy takes < 1/4 of the free memory, else ""
     c.behaviour_pass = "auto"        # "auto": no separate behaviour log-prob forward when the step makes one update
                                      # from its rollout (the update's forward is on-policy); "always": keep it
+    c.compile_ahead = True           # compile every program the run's steps and evaluations call (each prompt bucket
+                                     # its batches meet) before step 1, so no later step compiles (shared/rl/warmup.py)
     c.dynamic_sampling_max_tries = 4 # DAPO refill: extra rollout batches drawn to replace dropped groups
     c.eval_every = 50                # RL steps between greedy evaluations on the test and ood sets
     c.eval_samples = 8               # n for pass@k / avg@n at evaluation (0 = greedy only)

@@ -4,8 +4,8 @@ A re-run in a workdir that has a config.json must bring the same config. Differe
 listing each differing key (old -> new), unless `--allow_config_change=KEY[,KEY...]` names them (a key or a
 group prefix: `optim` allows every optim.* key); allowed changes are appended to <workdir>/config_history.jsonl
 with the checkpoint step they take effect at, and config.json then holds the new config. Keys of the hardware
-(mesh.*), the console and checkpoint I/O (train.progress, train.async_checkpoint) and the testing aids
-(train.kill_*) may change freely and are recorded too.
+(mesh.*), the console and checkpoint I/O (train.progress, train.async_checkpoint), when the RL programs compile
+(rl.compile_ahead) and the testing aids (train.kill_*) may change freely and are recorded too.
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from shared.config.loader import ConfigError
 
 HISTORY_FILE = "config_history.jsonl"
 # Changes that move a run, not its science: where it runs, how it prints and saves, and the testing aids.
-FREE_KEYS = ("mesh", "train.progress", "train.async_checkpoint", "train.kill_at_step", "train.kill_signal")
+FREE_KEYS = ("mesh", "train.progress", "train.async_checkpoint", "train.kill_at_step", "train.kill_signal",
+             "rl.compile_ahead")
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:

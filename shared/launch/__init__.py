@@ -53,6 +53,9 @@ def _flag_values() -> flags.FlagValues:
                         flag_values=fv)
     flags.DEFINE_bool("list", False, "print every registry and its names, then exit", flag_values=fv)
     flags.DEFINE_bool("distributed", False, "call jax.distributed.initialize() (multi-host)", flag_values=fv)
+    flags.DEFINE_string("compile_cache", "auto", "JAX's persistent compilation cache: a folder, 'off', or 'auto' "
+                        "($SHARED_COMPILE_CACHE when set, else $JAX_COMPILATION_CACHE_DIR, else "
+                        "~/.cache/research-monorepo/jax_compile)", flag_values=fv)
     flags.DEFINE_list("allow_config_change", [], "config keys (or group prefixes) a re-run in an existing workdir may "
                       "change; the change is recorded in <workdir>/config_history.jsonl", flag_values=fv)
     return fv
@@ -117,6 +120,36 @@ def initialize_distributed(environ=os.environ) -> None:
     if environ.get("JAX_PROCESS_ID"):
         kwargs["process_id"] = int(environ["JAX_PROCESS_ID"])
     jax.distributed.initialize(**kwargs)  # coordinator from JAX_COORDINATOR_ADDRESS or cluster detection
+
+
+def compile_cache_folder(value: str = "auto", environ=os.environ) -> str | None:
+    """The persistent compilation cache folder of a launch (None: off). value: a folder, "off", or "auto":
+    $SHARED_COMPILE_CACHE when set (a folder or "off"), else $JAX_COMPILATION_CACHE_DIR, else
+    <$XDG_CACHE_HOME or ~/.cache>/research-monorepo/jax_compile: one folder for every run of this user, so a sweep's
+    points and a re-launch read what an earlier launch compiled (keyed by program, jax version and devices)."""
+    if value == "auto":
+        value = environ.get("SHARED_COMPILE_CACHE") or environ.get("JAX_COMPILATION_CACHE_DIR") or ""
+        if not value:
+            base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+            value = os.path.join(base, "research-monorepo", "jax_compile")
+    if value in ("off", "none", ""):
+        return None
+    return value
+
+
+def enable_compile_cache(folder: str | None) -> None:
+    """Points jax's persistent compilation cache at `folder` (None: turns it off) before anything compiles.
+    Programs that compile in under jax_persistent_cache_min_compile_time_secs (default 1 s;
+    $JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS) are not stored."""
+    import jax
+
+    if folder is not None:
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--compile_cache={folder}: cannot create the folder ({e.strerror or e}); "
+                              "name another or pass --compile_cache=off") from None
+    jax.config.update("jax_compilation_cache_dir", folder)
 
 
 # ----------------------------------------------------------------------------- projects
@@ -234,12 +267,14 @@ def _remove_new_entries(workdir: str, before: set[str] | None) -> None:
 
 
 def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str | None = None,
-        distributed: bool = False, allow_config_change: Sequence[str] = (), command: str | None = None) -> dict | None:
+        distributed: bool = False, allow_config_change: Sequence[str] = (), command: str | None = None,
+        compile_cache: str | None = None) -> dict | None:
     """The launch sequence; returns the task's final metrics. Bad input raises ConfigError (a task's data errors
     too); nothing is written into the workdir before the config and the files it names are checked, and
     against the config the workdir was started with. A first launch that fails leaves no workdir behind (a
     failure after a checkpoint was written keeps it); a re-run's allowed config change is recorded only once the
-    run has restored under it. One launch at a time per workdir (shared.launch.lock)."""
+    run has restored under it. One launch at a time per workdir (shared.launch.lock). compile_cache: the --compile_cache
+    value (None: leave jax's persistent compilation cache setting as it is, for callers in a process of their own)."""
     from shared.config.mesh import MeshPlan
 
     check_workdir(workdir)
@@ -257,6 +292,12 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
     import jax
 
     from shared.registry import TASKS
+
+    from shared.metrics.compiles import install as count_compiles
+
+    count_compiles()   # the launch's last line says how many programs compiled and how many the cache served
+    if compile_cache is not None:
+        enable_compile_cache(compile_cache_folder(compile_cache))
 
     from shared.checkpoint import CheckpointDamagedError, CheckpointMismatchError
     from shared.config import config_to_json
@@ -336,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with raise_on_signals():
             metrics = run(fv.config, fv.workdir, overrides, mesh=fv.mesh, distributed=fv.distributed,
                           allow_config_change=fv.allow_config_change,
-                          command=" ".join(["python -m shared.launch", *argv]))
+                          command=" ".join(["python -m shared.launch", *argv]), compile_cache=fv.compile_cache)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -354,8 +395,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("final metrics: " + json.dumps(metrics, sort_keys=True, default=str))
         import jax
 
+        from shared.metrics.compiles import compile_counts
+
         if jax.process_index() == 0:
             print(render(metrics, fv.workdir, fv.config), flush=True)
+            counts = compile_counts()
+            folder = jax.config.jax_compilation_cache_dir
+            cache = f"{counts.cache_hits} from the persistent cache in {folder}" if folder else "persistent cache off"
+            print(f"[launch] {counts.compiles} programs compiled ({cache})", flush=True)
     return 0
 
 

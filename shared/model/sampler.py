@@ -419,18 +419,8 @@ class Sampler:
         # Dummy rows (empty prompts: all padding, finished from the start so they never hold the loop open)
         # fill the batch up to a multiple of batch_multiple(); dropped below.
         rows = [prompt for prompt in prompts for _ in range(sampling.n)]
-        rows += [[]] * (padded_rows - n_rows)
-        prompt_tokens = np.full((padded_rows, p), self.pad_id, np.int32)
-        prompt_lengths = np.asarray([len(r) for r in rows], np.int32)
-        for i, r in enumerate(rows):
-            prompt_tokens[i, p - len(r):p] = r
-        prompt_dev, lengths_dev = self._to_device(prompt_tokens), self._to_device(prompt_lengths)
-
-        with sh.use_mesh(self.mesh, self.rules):
-            out = self._decode_jit(params, prompt_dev, lengths_dev, rng, jnp.int32(row_offset), max_new_tokens=t,
-                                   temperature=float(sampling.temperature), top_k=int(sampling.top_k),
-                                   top_p=float(sampling.top_p))
-        out = sh.fetch_whole_tree(out)
+        prompt_tokens, prompt_lengths, prompt_dev, lengths_dev = self._device_rows(rows, p, padded_rows)
+        out = self._run_decode(params, prompt_dev, lengths_dev, rng, row_offset, sampling)
         self.last_decode_steps = int(out["steps"])
         tokens = out["tokens"][:n_rows].copy()
         logprobs = out["logprobs"][:n_rows].copy()
@@ -455,15 +445,50 @@ class Sampler:
             pad_rows = padded_rows - n_rows
             full_tokens = np.concatenate([tokens, np.full((pad_rows, t), self.pad_id, np.int32)])
             full_mask = np.concatenate([mask, np.zeros((pad_rows, t), np.float32)])
-            with sh.use_mesh(self.mesh, self.rules):
-                pooled = self._pooled_jit(params, prompt_dev, self._to_device(full_tokens), lengths_dev,
-                                          self._to_device(full_mask))
-            hidden = sh.fetch_whole(pooled)[:n_rows].astype(np.float32)
+            hidden = self._run_pooled(params, prompt_dev, full_tokens, lengths_dev, full_mask)[:n_rows]
 
         return Rollout(prompt_tokens=prompt_tokens[:n_rows], prompt_lengths=prompt_lengths[:n_rows],
                        tokens=tokens, mask=mask, lengths=lengths.astype(np.int32), logprobs=logprobs,
                        finished=finished.astype(bool),
                        prompt_index=(np.arange(n_rows) // sampling.n).astype(np.int32), hidden=hidden, texts=texts)
+
+    def _device_rows(self, rows: list[list[int]], p: int, padded_rows: int):
+        """(prompt_tokens [padded_rows, p] left-padded, prompt_lengths, both on the device) of `rows`, followed by
+        dummy rows (length 0) up to padded_rows."""
+        rows = list(rows) + [[]] * (padded_rows - len(rows))
+        prompt_tokens = np.full((padded_rows, p), self.pad_id, np.int32)
+        prompt_lengths = np.asarray([len(r) for r in rows], np.int32)
+        for i, r in enumerate(rows):
+            prompt_tokens[i, p - len(r):p] = r
+        return prompt_tokens, prompt_lengths, self._to_device(prompt_tokens), self._to_device(prompt_lengths)
+
+    def _run_decode(self, params, prompt_dev, lengths_dev, rng, row_offset: int, sampling: SamplingParams) -> dict:
+        """The generate program on device rows; its outputs as numpy arrays."""
+        with sh.use_mesh(self.mesh, self.rules):
+            out = self._decode_jit(params, prompt_dev, lengths_dev, rng, jnp.int32(row_offset),
+                                   max_new_tokens=sampling.max_new_tokens, temperature=float(sampling.temperature),
+                                   top_k=int(sampling.top_k), top_p=float(sampling.top_p))
+        return sh.fetch_whole_tree(out)
+
+    def _run_pooled(self, params, prompt_dev, tokens: np.ndarray, lengths_dev, mask: np.ndarray) -> np.ndarray:
+        with sh.use_mesh(self.mesh, self.rules):
+            pooled = self._pooled_jit(params, prompt_dev, self._to_device(tokens), lengths_dev, self._to_device(mask))
+        return sh.fetch_whole(pooled).astype(np.float32)
+
+    def compile_for(self, params, prompts: int, prompt_len: int, sampling: SamplingParams, rng, *,
+                    max_rows: int = 0, return_hidden: bool = False) -> None:
+        """Compiles (by running it) the program `generate` runs for `prompts` prompts whose longest has
+        `prompt_len` tokens, with these sampling params and max_rows, so that such a call later compiles nothing.
+        It runs on rows that are all padding: every row is finished before the first decode step, so only the
+        prompt pass executes."""
+        p = self.bucket_for(prompt_len, sampling.prompt_buckets)
+        _, padded, _ = self.call_plan(prompts, sampling.n, max_rows)
+        _, _, prompt_dev, lengths_dev = self._device_rows([], p, padded)
+        self._run_decode(params, prompt_dev, lengths_dev, rng, 0, sampling)
+        if return_hidden:
+            t = sampling.max_new_tokens
+            self._run_pooled(params, prompt_dev, np.full((padded, t), self.pad_id, np.int32), lengths_dev,
+                             np.zeros((padded, t), np.float32))
 
     def _apply_stop_strings(self, completion: np.ndarray, stop_strings) -> tuple[int | None, str]:
         """(number of tokens to keep or None, completion text). The cut is the shortest token prefix whose text

@@ -55,18 +55,24 @@ from jax.sharding import Mesh
 from shared import sharding as sh
 from shared.checkpoint import install_preemption_handler
 from shared.metrics import ProgressBar, latest_values
+from shared.metrics.compiles import compile_counts
 from shared.rl import algorithms as alg
 from shared.rl import budget
 from shared.rl import pairwise as pw
 from shared.rl import sft_aux
 from shared.rl.roles import (Actor, Critic, LossContext, Reference, Reward, Rollout, build_critic, estimator,
                              policy_loss as policy_loss_entry)
+from shared.rl.scored import ScoredBatch  # noqa: F401  (importable from here too)
 from shared.model.sampler import SamplingParams, completion_logits
 from shared.train.trainer import Hook, send_test_signal
 
 
 # what a run logs at step 0, before its first RL step: evaluations and the reward calibration
 START_METRICS = ("_before", "_calibration", "/ref_mean", "/ref_std", "perf/reward_calibration_s")
+
+
+# per-batch times that a step with DAPO refills sums over its rollout batches
+SUMMED_TIMES = ("perf/rollout_s", "perf/reward_s")
 
 
 def _batch_shards(mesh, rules) -> int:
@@ -196,6 +202,16 @@ def needs_behaviour_pass(rl, has_critic: bool, has_reference: bool) -> bool:
                 and not (rl.kl_in_reward and has_reference))
 
 
+def first_update_is_on_policy(rl, has_critic: bool, has_reference: bool) -> bool:
+    """Whether the rows of a step's first optimizer step may take their behaviour log-probs from that step's own
+    forward (ratio exactly 1): the policy has not moved yet when it runs, and those rows are not seen again
+    (rl.num_iterations = 1); nothing else reads their behaviour log-probs (a critic's values, a KL penalty in the
+    reward); rl.behaviour_pass = "auto". With rl.mini_batches = k the behaviour pass then covers (k-1)/k of the
+    rows (k = 1: none, needs_behaviour_pass)."""
+    return (str(rl.get("behaviour_pass", "auto")) != "always" and int(rl.num_iterations) == 1 and not has_critic
+            and not (rl.kl_in_reward and has_reference))
+
+
 def rl_loss_fn(config, attention: str, critic: Critic | None = None):
     """The Trainer loss_fn of an RL update: policy loss (+ KL in the loss, - entropy bonus, + the critic's loss)."""
     rl = config.rl
@@ -208,6 +224,8 @@ def rl_loss_fn(config, attention: str, critic: Critic | None = None):
         # no behaviour pass (on-policy single update, see RLLearner.needs_behaviour_pass): the policy before this
         # optimizer step is the behaviour policy, so its log-probs are this forward's, held constant
         old_logp = batch["old_logp"] if "old_logp" in batch else jax.lax.stop_gradient(logp)
+        if "on_policy" in batch:  # rows of the step's first optimizer step: no behaviour pass, same argument
+            old_logp = jnp.where(batch["on_policy"][:, None] > 0, jax.lax.stop_gradient(logp), old_logp)
         fields = {name: batch[name] for name in policy_loss.fields}   # from its prepare (build_batch)
         loss, metrics = policy_loss.fn(logp, old_logp, batch["advantages"], mask, rl,
                                        logp_ref=batch.get("ref_logp"), **fields)
@@ -254,15 +272,6 @@ class RLHook(Hook):
 
     def on_fit_end(self, learner: "RLLearner") -> dict:
         return {}
-
-
-@dataclasses.dataclass
-class ScoredBatch:
-    rollout: object
-    rewards: np.ndarray          # [N] task reward (+ shaping)
-    metrics: dict
-    examples: list[dict]         # one per prompt
-    outcomes: pw.PairOutcomes | None = None   # a pairwise estimator's judged pairs (None: pointwise rewards)
 
 
 class LoopState:
@@ -391,8 +400,10 @@ class RLLearner:
 
     def rollout_and_score(self, examples, key) -> ScoredBatch:
         prompts = self.encode_prompts(examples)
+        start = time.perf_counter()
         rollout = self.sampler.generate(self.rollout_params(), prompts, self.sampling_params(), key,
                                         return_hidden=self.needs_hidden, max_rows=self.rollout_max_rows(prompts))
+        sampled = time.perf_counter()
         rewards, metrics = self.reward.score(examples, rollout.texts, rollout.lengths)
         outcomes = None
         if self.pairwise:  # every judge call of this batch, planned, then judged in one batch
@@ -404,6 +415,7 @@ class RLLearner:
             outcomes = pw.outcomes(plan, pref)
             rewards = outcomes.rewards
             metrics = {**metrics, **judge_metrics, **pairwise_metrics(outcomes)}
+        metrics = {**metrics, "perf/rollout_s": sampled - start, "perf/reward_s": time.perf_counter() - sampled}
         return ScoredBatch(rollout, rewards, metrics, list(examples), outcomes)
 
     def informative(self, scored: ScoredBatch) -> np.ndarray:
@@ -425,7 +437,10 @@ class RLLearner:
             return scored, stats
         groups = [(scored, i) for i in np.flatnonzero(keep)]
         dropped = [(scored, i) for i in np.flatnonzero(~keep)]
-        cost = {k: v for k, v in scored.metrics.items() if k.startswith("judge/") and not k.endswith("_frac")}
+        def summed(name):  # judge costs and the sampler / reward times add up over the refills
+            return name in SUMMED_TIMES or (name.startswith("judge/") and not name.endswith("_frac"))
+
+        cost = {k: v for k, v in scored.metrics.items() if summed(k)}
         for _ in range(int(rl.dynamic_sampling_max_tries)):
             if len(groups) >= b:
                 break
@@ -433,7 +448,7 @@ class RLLearner:
             extra = self.rollout_and_score(next(self.prompts), sub)
             extra_keep = self.informative(extra)
             for name, value in extra.metrics.items():  # every refill's judge calls count in the step's cost
-                if name.startswith("judge/") and not name.endswith("_frac"):
+                if summed(name):
                     cost[name] = value if name.endswith("_total") else cost.get(name, 0.0) + value
             groups += [(extra, i) for i in np.flatnonzero(extra_keep)]
             dropped += [(extra, i) for i in np.flatnonzero(~extra_keep)]
@@ -463,10 +478,12 @@ class RLLearner:
         outcomes = pw.PairOutcomes.take([(s.outcomes, i) for s, i in chosen]) if pairwise else None
         return ScoredBatch(rollout, rewards, chosen[0][0].metrics, [s.examples[i] for s, i in chosen], outcomes)
 
-    def build_batch(self, scored: ScoredBatch, step: int | None = None) -> tuple[dict, dict]:
+    def build_batch(self, scored: ScoredBatch, step: int | None = None, update_key=None) -> tuple[dict, dict]:
         """Arrays for the update: behaviour/reference log-probs, advantages (and the critic's fields, the policy
         loss's fields); and the step's metrics of building it (timings, the policy loss's prepare metrics).
-        step: the RL step its policy loss's prepare sees (default: the loop's current step)."""
+        step: the RL step its policy loss's prepare sees (default: the loop's current step). update_key: the key
+        `update` will get; with it (and first_update_is_on_policy) the behaviour pass skips the rows of the first
+        optimizer step, marked in batch["on_policy"]."""
         rl, r = self.rl, scored.rollout
         self.rollout.drop()   # the rollout's weight copy: its memory goes to the update
         mask = r.mask.copy()
@@ -477,7 +494,16 @@ class RLLearner:
         times = {}
         start = time.perf_counter()
         old_logp = old_values = None
-        if self.needs_behaviour_pass():
+        first = None
+        if update_key is not None and first_update_is_on_policy(rl, self.critic is not None, self.reference is not None):
+            first = np.split(self.update_order(update_key, 0, len(mask)), int(rl.mini_batches))[0]
+        if self.needs_behaviour_pass() and first is not None:
+            rest = np.setdiff1d(np.arange(len(mask)), first)
+            old_logp = np.zeros(mask.shape, np.float32)
+            old_logp[rest] = self.logprob_pass(self.trainer.params, {k: v[rest] for k, v in batch.items()})[0]
+            batch["on_policy"] = np.isin(np.arange(len(mask)), first).astype(np.float32)
+            batch["old_logp"] = old_logp
+        elif self.needs_behaviour_pass():
             old_logp, old_values = self.logprob_pass(self.trainer.params, batch)
             batch["old_logp"] = old_logp
         # a pairwise estimator gets the judged pairs where a plain one gets the rewards
@@ -553,28 +579,40 @@ class RLLearner:
         """num_iterations passes of mini_batches optimizer steps over the rollout batch; each optimizer step
         accumulates gradients over micro-batches of rl.micro_batch_tokens tokens per device (rows padded with
         masked copies to equal micro-batches: they weigh 0 in every loss aggregation)."""
+        last = {}
+        with sh.use_mesh(self.mesh, self.trainer.rules):
+            for step, mini in self.update_steps(batch, key):
+                self.trainer.state, last = step(self.trainer.state, mini)
+        return {k: float(v) for k, v in jax.device_get(last).items()}
+
+    @staticmethod
+    def update_order(key, iteration: int, n: int) -> np.ndarray:
+        """The order of the rollout rows in pass `iteration` of `update` (split into rl.mini_batches parts)."""
+        return np.asarray(jax.random.permutation(jax.random.fold_in(key, iteration), n))
+
+    def update_steps(self, batch: dict, key, advance_demonstrations: bool = True):
+        """(the jitted optimizer step, its global mini-batch) for each optimizer step of `update`, in order (the
+        compile-ahead lowers the first with advance_demonstrations=False: stand-in demonstration rows of the same
+        shapes, so compiling leaves the rl.sft_aux stream where a resumed run expects it; shared/rl/warmup.py)."""
         n = batch["tokens"].shape[0]
         k = int(self.rl.mini_batches)
         seq = batch["tokens"].shape[1] + batch["prompt_tokens"].shape[1]
         rows, count = update_micro_rows(self.config, n, seq, self.micro_batch_tokens, self.batch_multiple)
         step = self.trainer.train_step(count)
-        last = {}
-        with sh.use_mesh(self.mesh, self.trainer.rules):
-            for it in range(int(self.rl.num_iterations)):
-                order = np.asarray(jax.random.permutation(jax.random.fold_in(key, it), n))
-                for part in np.split(order, k):
-                    mini = _pad_rows({name: v[part] for name, v in batch.items()}, rows * count)
-                    if self.sft_stream is not None:
-                        mini = self.add_demonstrations(mini, count)
-                    self.trainer.state, last = step(self.trainer.state, self.to_global(mini))
-        return {k: float(v) for k, v in jax.device_get(last).items()}
+        for it in range(int(self.rl.num_iterations)):
+            for part in np.split(self.update_order(key, it, n), k):
+                mini = _pad_rows({name: v[part] for name, v in batch.items()}, rows * count)
+                if self.sft_stream is not None:
+                    mini = self.add_demonstrations(mini, count, advance_demonstrations)
+                yield step, self.to_global(mini)
 
-    def add_demonstrations(self, mini: dict, micro_batches: int) -> dict:
-        """The mini-batch with the next rl.sft_aux.batch_size demonstrations and the exact-accumulation scales."""
+    def add_demonstrations(self, mini: dict, micro_batches: int, advance: bool = True) -> dict:
+        """The mini-batch with the next rl.sft_aux.batch_size demonstrations and the exact-accumulation scales
+        (advance=False: stand-in rows of the same shapes, the stream unmoved)."""
         lam = sft_aux.weight_at(self.rl, self.step or 1, int(self.config.train.steps))
         weight = sft_aux.rl_weight(self.policy_loss, self.rl, mini)
-        return sft_aux.add_to_mini_batch(mini, self.sft_stream.next_rows(), weight, lam,
-                                         micro_batches * self.batch_multiple)
+        rows = self.sft_stream.next_rows() if advance else self.sft_stream.stand_in_rows()
+        return sft_aux.add_to_mini_batch(mini, rows, weight, lam, micro_batches * self.batch_multiple)
 
     def calibrate_rewards(self) -> dict:
         """The reward combiner's reference statistics, frozen from the initial (reference) policy's completions:
@@ -629,6 +667,10 @@ class RLLearner:
         writer.truncate_after(self.start_step + 1)
         progress = ProgressBar(steps, self.start_step, enabled=self.trainer.is_main and cfg.train.progress)
         before, last, evals = {}, {}, {}
+        if self.rl.get("compile_ahead", True) and self.start_step < steps:
+            from shared.rl.warmup import compile_ahead
+
+            writer.write(self.start_step, compile_ahead(self, steps))
         if self.start_step:  # resumed: the summary keeps what the run logged before (evals before RL included)
             before = latest_values(self.workdir, 0, lambda k: k.endswith(START_METRICS))
             last = latest_values(self.workdir, self.start_step, lambda k: not k.startswith("eval/"))
@@ -686,6 +728,7 @@ class RLLearner:
         for step in range(self.start_step + 1, steps + 1):
             key = jax.random.fold_in(self.rng, step)
             self.step = step
+            compiled = compile_counts()
             t0 = time.perf_counter()
             scored, stats = self.collect(jax.random.fold_in(key, 0))
             task_rewards = scored.rewards.copy()
@@ -693,17 +736,21 @@ class RLLearner:
             frozen = any(hook.freezes_policy(step) for hook in self.rl_hooks)
             t1 = time.perf_counter()
             update, times = {}, {}
+            update_key = jax.random.fold_in(key, 1)
             if not frozen:
-                batch, times = self.build_batch(scored)
+                batch, times = self.build_batch(scored, update_key=update_key)
             t2 = time.perf_counter()
             if not frozen:
-                update = self.update(batch, jax.random.fold_in(key, 1))
+                update = self.update(batch, update_key)
             t3 = time.perf_counter()
             r = scored.rollout
             row = {"rl/reward_mean": float(task_rewards.mean()), "rl/reward_std": float(task_rewards.std()),
                    "rl/response_length": float(r.lengths.mean()), "rl/finished_frac": float(r.finished.mean()),
                    **stats, **scored.metrics, **{f"train/{k}": v for k, v in update.items()},
-                   "perf/rollout_and_reward_s": t1 - t0, "perf/update_s": t3 - t2, "perf/step_s": t3 - t0, **times}
+                   "perf/rollout_and_reward_s": t1 - t0, "perf/update_s": t3 - t2, "perf/step_s": t3 - t0, **times,
+                   # programs compiled in this step (0 after the first with rl.compile_ahead), its prompt bucket
+                   "perf/compiles": float((compile_counts() - compiled).compiles),
+                   "perf/prompt_bucket": float(r.prompt_tokens.shape[1])}
             if self.rl_hooks:  # rl/reward_* stay the rewards before the hooks shaped them
                 row.update(hooked)
                 row["rl/shaped_reward_mean"] = float(scored.rewards.mean())

@@ -134,11 +134,16 @@ class Stream:
         self.tokenizer = tokenizer
         pool = load_pool(config, rl_examples)
         self.prompt_width, self.width = widths(tokenizer, pool, self.aux)
+        self.first = pool[:int(self.aux.batch_size)]   # the pool holds at least a batch (load_pool)
         self.batches = iterator_cls(pool, int(self.aux.batch_size), int(config.seed) + SEPARATE_POOL_SEED)
 
     def next_rows(self) -> dict:
         return encode_rows(self.tokenizer, next(self.batches), self.prompt_width, self.width,
                            str(self.aux.loss_tokens))
+
+    def stand_in_rows(self) -> dict:
+        """Rows of next_rows()'s shapes that leave the stream where it is (the compile-ahead's)."""
+        return encode_rows(self.tokenizer, self.first, self.prompt_width, self.width, str(self.aux.loss_tokens))
 
     def get_state(self) -> dict:
         return self.batches.get_state()
