@@ -5,7 +5,7 @@ J-sim's exact ones. p_perc 0.2, p_ext 0.05 (the grid's informative cell), 3 seed
 Per seed, stages (one per arm; the two arms of a seed read the same problems, candidates and noise draws and differ
 only in the E line of the prompt, projects/evpv_prm/judge_data.py):
   judge_plain_s<k>   SFT of a 4-layer d-256 byte-level transformer on 200k step examples of templated problems
-                     (perceived question, history, step -> " +" / " -"), 4,000 steps of 128
+                     (perceived question, history, step -> " +" / " -"), 10,000 steps of 128
   judge_evpv_s<k>    the same with the extracted facts in the prompt
 Point eval_s<k> (task evpv_prm/jlearn_eval): both judges of the seed score every step of 500 templated evaluation
 problems x 8 candidates; verdict = the likelier of "+" and "-"; every J-sim metric (step macro-F1, premise recall,
@@ -14,8 +14,9 @@ BoN@k ungated / gated) for the learned judges, and J-sim's on the same candidate
     python -m shared.sweep --config=experiments/evpv_prm/jlearn.py --workdir=runs/evpv_prm/jlearn --parallel=6
     python -m shared.sweep --config=experiments/evpv_prm/jlearn.py:smoke --workdir=runs/evpv_prm/jlearn_smoke
 
-Hardware: one GPU (6 stages of ~3.2M parameters, then 3 evaluation points). Not run yet; cost estimate in
-projects/evpv_prm/README.md ("J-learn"). Results as shared.sweep writes them: projects/evpv_prm/results/jlearn/.
+Hardware: one GPU (6 stages of 4.3M parameters, then 3 evaluation points). Not run yet; the CPU probe and the cost
+estimate are in projects/evpv_prm/README.md ("J-learn"). Results as shared.sweep writes them:
+projects/evpv_prm/results/jlearn/.
 Variants of get_config: judge_plain, judge_evpv, eval (each with _smoke); "smoke" is the smoke table as one launch.
 """
 from projects.evpv_prm.config import JUDGE_ARMS, judge_sft_config, jlearn_eval_config
