@@ -77,6 +77,15 @@ def model_next_logits(run) -> NextLogits:
     return next_logits
 
 
+def run_scorer(loaded, path: str, batch_rows: int) -> Callable[[list[str]], np.ndarray]:
+    """prompts -> P(+) with a loaded judge run, its tokenizer and its rows' length (data.seq_len)."""
+    from shared.data import build_tokenizer
+
+    tokenizer = build_tokenizer(loaded.config.data, path, loaded.config.model.vocab_size, train_texts=None)
+    forward, seq_len = model_next_logits(loaded), int(loaded.config.data.seq_len)
+    return lambda prompts: p_plus(forward, tokenizer, prompts, seq_len, batch_rows)
+
+
 def learned_judge(scorers: dict[str, Callable[[list[str]], np.ndarray]], history: int, record: dict | None = None):
     """A judge function for jsim.evaluate_point from P(+) scorers per judge name ("plain", "evpv"): every step of
     every candidate is one prompt; verdict +1 when P(+) >= 0.5. `record[name]` collects (P(+), label) arrays."""
@@ -121,10 +130,22 @@ def evaluate_judges(scorers: dict, *, seed: int, n_problems: int, p_perc: float,
     return out
 
 
+def judge_check(arm: str, path: str, history: int):
+    """A load_run check: the run is a judge of `arm` trained on prompts with this point's history."""
+    def check(run_config) -> None:
+        options = run_config.data.get("task_options", {}) if run_config.get("data") else {}
+        if run_config.data.get("source") != "rl/evpv_prm/judge" or options.get("arm") != arm:
+            raise ValueError(f"jlearn.{arm}_run={path}: not a judge of arm {arm!r} (data.source "
+                             f"{run_config.data.get('source')!r}, data.task_options.arm {options.get('arm')!r})")
+        if int(options.get("history", 12)) != history:
+            raise ValueError(f"jlearn.{arm}_run={path}: trained with data.task_options.history="
+                             f"{options.get('history')}, this point has evpv.history={history}")
+    return check
+
+
 def run(config, workdir: str) -> dict:
     """The task evpv_prm/jlearn_eval: config.jlearn.{plain_run, evpv_run} (the two SFT stages), config.evpv's noise
     and candidate settings (the same as the stages' data.task_options: the table sets both); writes summary.json."""
-    from shared.data import build_tokenizer
     from shared.train import write_summary
     from shared.train.load import load_run
 
@@ -135,11 +156,8 @@ def run(config, workdir: str) -> dict:
         if not path:
             raise ValueError(f"jlearn.{name}_run: empty; name the judge's SFT run folder (experiments/evpv_prm/"
                              f"jlearn.py fills it from its stages)")
-        loaded = load_run(path)
-        tokenizer = build_tokenizer(loaded.config.data, path, loaded.config.model.vocab_size, train_texts=None)
-        forward, seq_len = model_next_logits(loaded), int(loaded.config.data.seq_len)
-        scorers[name] = (lambda f, t, n: lambda prompts: p_plus(f, t, prompts, n, int(j.batch_rows)))(
-            forward, tokenizer, seq_len)
+        scorers[name] = run_scorer(load_run(path, check=judge_check(name, path, int(e.history))), path,
+                                   int(j.batch_rows))
     summary = evaluate_judges(
         scorers, seed=int(config.seed), n_problems=int(j.n_problems), p_perc=float(e.p_perc), p_ext=float(e.p_ext),
         n_candidates=int(e.n_candidates), p_misread=float(e.p_misread), p_slip=float(e.p_slip),

@@ -148,11 +148,12 @@ def smoke_table(tmp_path_factory):
                                                     if stage else [])
         done[entry["name"]] = run(f"{TABLE}:{entry['arg']}", str(root / ("stages" if stage else "points") /
                                                                  entry["name"]), overrides + extra)
+    done["_root"] = str(root)
     return done
 
 
 def test_smoke_table_runs_stages_then_the_evaluation(smoke_table):
-    assert set(smoke_table) == {"judge_plain_s0", "judge_evpv_s0", "eval_s0"}
+    assert set(smoke_table) == {"judge_plain_s0", "judge_evpv_s0", "eval_s0", "_root"}
     for arm in ("plain", "evpv"):
         stage = smoke_table[f"judge_{arm}_s0"]
         assert stage["steps"] == 3 and np.isfinite(stage["train/loss"]) and stage["data/examples_train"] == 64
@@ -164,3 +165,15 @@ def test_smoke_table_runs_stages_then_the_evaluation(smoke_table):
     # pass@k does not depend on the judge; BoN@8 over 8 candidates is bounded by pass@8
     assert all(s[f"bon/{j}/{g}/correctness_rate@8"] <= s["pass@8"] for j in ("plain", "evpv")
                for g in ("ungated", "gated"))
+
+
+def test_evaluation_refuses_a_judge_of_the_other_arm(smoke_table, tmp_path):
+    from projects.evpv_prm.jlearn import judge_check
+    from shared.train.load import load_run_config
+
+    config, _ = load_run_config(smoke_table["_root"] + "/stages/judge_evpv_s0")
+    judge_check("evpv", "x", 12)(config)                                   # the right arm passes
+    with pytest.raises(ValueError, match=r"jlearn.plain_run=x: not a judge of arm 'plain'.*arm 'evpv'"):
+        judge_check("plain", "x", 12)(config)
+    with pytest.raises(ValueError, match="history=12, this point has evpv.history=4"):
+        judge_check("evpv", "x", 4)(config)
