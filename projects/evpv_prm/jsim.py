@@ -64,19 +64,31 @@ def _first_error_labels(labels: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.where(after, -1, labels)
 
 
-def condition_metrics(problems: list[Problem], candidates: list[list[Candidate]], plain: list[list[np.ndarray]],
-                      facts: list[dict], perceived: list[list[list]], ks, history: int) -> dict:
-    """Every metric of one condition of the extracted facts (see the module docstring)."""
+def jsim_judge(history: int = 12):
+    """J-sim as a judge function (see evaluate_point): the plain judge reads Q~, the EVPV one E, else Q~."""
+    def judge(name, problems, candidates, perceived, facts):
+        if name == "plain":
+            return [[jsim(p, c, q, history) for c, q in zip(cands, seen)]
+                    for p, cands, seen in zip(problems, candidates, perceived)]
+        return [[jsim(p, c, evpv_reference(q, f), history) for c, q in zip(cands, seen)]
+                for p, cands, seen, f in zip(problems, candidates, perceived, facts)]
+    return judge
+
+
+def condition_metrics(problems: list[Problem], candidates: list[list[Candidate]],
+                      verdicts: dict[str, list[list[np.ndarray]]], facts: list[dict], ks) -> dict:
+    """Every metric of one condition of the extracted facts (see the module docstring); verdicts[judge] holds the
+    +-1 step verdicts of each candidate of each problem for both judges ("plain", "evpv")."""
     n = len(candidates[0])
     labels, kinds, dependent, rows = [], [], [], {j: [] for j in JUDGES}
     p = []
-    for problem, cands, plain_rows, f, seen in zip(problems, candidates, plain, facts, perceived):
-        for c, plain_row, q in zip(cands, plain_rows, seen):
+    for i, (problem, cands, f) in enumerate(zip(problems, candidates, facts)):
+        for ci, c in enumerate(cands):
             labels.append(c.labels)
             kinds.append(np.array([k in ("premise", "both") for k in c.kinds]))
             dependent.append(np.array([any(kind == "q" for kind, _ in op.operands) for op in problem.ops]))
-            rows["plain"].append(plain_row)
-            rows["evpv"].append(jsim(problem, c, evpv_reference(q, f), history))
+            for judge in JUDGES:
+                rows[judge].append(np.asarray(verdicts[judge][i][ci]))
             p.append(reliability(problem, c, f))
     label, mask = _pad(labels)
     premise, _ = _pad([k.astype(np.int64) for k in kinds])
@@ -123,11 +135,16 @@ def spearman(x, y) -> float:
 
 def evaluate_point(problems: list[Problem], *, seed: int, p_perc: float, p_ext: float, n_candidates: int = 8,
                    p_misread: float = 0.35, p_slip: float = 0.2, perception: str = "problem", history: int = 12,
-                   ks=(1, 2, 4, 8), corruptions=(), corruption_ratios=()) -> dict:
+                   ks=(1, 2, 4, 8), corruptions=(), corruption_ratios=(), judge=None) -> dict:
     """The summary of one point (module docstring). Candidates depend only on (seed, problem), perception on (seed,
     problem[, candidate]) and p_perc, extraction on (seed, problem) and p_ext: points of one seed share their draws
-    (common random numbers, so the grid's cells are paired by seed)."""
-    candidates, plain, perceived, extracted = [], [], [], []
+    (common random numbers, so the grid's cells are paired by seed).
+
+    judge(name, problems, candidates, perceived, facts) -> per problem, per candidate, the +-1 step verdicts of the
+    judge `name` ("plain": may ignore facts; "evpv"); default J-sim (jsim_judge(history)). The plain judge is asked
+    once, the EVPV one once per condition of the facts."""
+    judge = judge or jsim_judge(history)
+    candidates, perceived, extracted = [], [], []
     for problem in problems:
         rng = _rng("candidates", seed, problem.qid)
         cands = [make_candidate(problem, rng, p_misread, p_slip) for _ in range(n_candidates)]
@@ -141,19 +158,24 @@ def evaluate_point(problems: list[Problem], *, seed: int, p_perc: float, p_ext: 
             raise ValueError(f"evpv.perception={perception!r}: must be 'problem' or 'candidate'")
         candidates.append(cands)
         perceived.append(seen)
-        plain.append([jsim(problem, c, q, history) for c, q in zip(cands, seen)])
         extracted.append(dict(enumerate(noise(problem.numbers, p_ext, _rng("extractor", seed, problem.qid)))))
     correct = np.array([[c.correct for c in cands] for cands in candidates], bool)
     out = {**pass_at_first_k(correct, range(1, n_candidates + 1)),
            "data/problems": len(problems), "data/steps": int(sum(len(p.ops) for p in problems)),
            "data/candidate_accuracy": float(correct.mean())}
-    out.update(condition_metrics(problems, candidates, plain, extracted, perceived, ks, history))
+    plain = judge("plain", problems, candidates, perceived, extracted)
+
+    def metrics_for(facts, ks):
+        verdicts = {"plain": plain, "evpv": judge("evpv", problems, candidates, perceived, facts)}
+        return condition_metrics(problems, candidates, verdicts, facts, ks)
+
+    out.update(metrics_for(extracted, ks))
     for kind in corruptions:
         series = {m: [] for m in SPEARMAN_METRICS}
         for ratio in corruption_ratios:
             facts = [_corrupt(f, kind, ratio, _rng("corrupt", seed, p.qid, kind, ratio))
                      for p, f in zip(problems, extracted)]
-            metrics = condition_metrics(problems, candidates, plain, facts, perceived, (n_candidates,), history)
+            metrics = metrics_for(facts, (n_candidates,))
             out.update({f"{kind}{ratio:g}/{k}": v for k, v in metrics.items()})
             for m in SPEARMAN_METRICS:
                 series[m].append(metrics[m])
