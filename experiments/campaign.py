@@ -54,6 +54,10 @@ ENTRIES = [
     dict(name="proxy_grm_hard_cf", config="experiments/proxy_grm/table.py:hard_cf",
          results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=8, est_wall_min=8, state="ready",
          note="claims 1-2 with proxies that must read the rubric (timing from :hard, 1 H200)"),
+    dict(name="evpv_prm_jlearn", config="experiments/evpv_prm/jlearn.py", results="projects/evpv_prm/results/jlearn",
+         parallel=6, est_gpu_min=15, est_wall_min=15, state="ready",
+         note="J-learn: 6 judge SFT stages (4.3M params, 10k steps of 128) + 3 eval points; sized from CPU probes "
+              "(a small judge beats the always-+ rate at 1.5k steps); GPU cost not measured"),
     dict(name="march_mini_recall", config="experiments/march/table.py:mini_recall",
          results="projects/march/results/mini_recall", parallel=6, est_gpu_min=20, est_wall_min=20, state="ready",
          note="mini_copy's warm starts (1,200 steps) stayed at 100% hallucinated on one H200: the documents put the "
