@@ -165,6 +165,33 @@ def test_dynamic_sampling_keeps_the_hidden_rows_of_the_chosen_groups():
     assert merged.rollout.texts == ["100:2", "100:3", "0:0", "0:1"]
 
 
+def test_dynamic_sampling_merges_refills_from_other_prompt_buckets_and_completion_widths():
+    """A refill batch in another prompt-length bucket: prompts left-padded, completions right-padded (mask 0) to
+    the widest; every row keeps its own tokens at the end of its prompt / start of its completion."""
+    g, pad = 2, 9
+
+    def batch(width, t, fill):
+        n = 2 * g
+        prompt = np.full((n, width), pad, np.int32)
+        prompt[:, -1] = fill
+        rollout = Rollout(prompt_tokens=prompt, prompt_lengths=np.ones(n, np.int32),
+                          tokens=np.full((n, t), fill, np.int32), mask=np.ones((n, t), np.float32),
+                          lengths=np.full(n, t, np.int32), logprobs=np.full((n, t), -1.0, np.float32),
+                          finished=np.ones(n, bool), prompt_index=np.arange(n) // g, hidden=None,
+                          texts=[""] * n)
+        return ScoredBatch(rollout, np.zeros(n, np.float32), {}, [{}, {}])
+
+    narrow, wide = batch(width=64, t=3, fill=1), batch(width=128, t=5, fill=2)
+    merged = RLLearner._merge([(narrow, 0), (wide, 1)], informative=2, g=g, pad_id=pad).rollout
+    assert merged.prompt_tokens.shape == (4, 128) and merged.tokens.shape == (4, 5)
+    np.testing.assert_array_equal(merged.prompt_tokens[:, -1], [1, 1, 2, 2])
+    assert (merged.prompt_tokens[:2, :-1] == pad).all()
+    np.testing.assert_array_equal(merged.tokens[:2], [[1, 1, 1, pad, pad]] * 2)
+    np.testing.assert_array_equal(merged.mask[:2], [[1, 1, 1, 0, 0]] * 2)
+    np.testing.assert_array_equal(merged.logprobs[:2], [[-1, -1, -1, 0, 0]] * 2)
+    np.testing.assert_array_equal(merged.mask[2:], np.ones((2, 5)))
+
+
 @HOOKS.register("test/plain_trainer_hook")
 class PlainHook(Hook):
     pass

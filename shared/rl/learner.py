@@ -456,19 +456,28 @@ class RLLearner:
         informative = min(len(groups), b)
         chosen = groups[:b] + dropped[:max(0, b - len(groups))]  # fillers: mask zeroed below, no gradient
         stats["rl/informative_groups"] = float(informative)
-        merged = self._merge(chosen, informative, g)
+        merged = self._merge(chosen, informative, g, pad_id=self.tokenizer.pad_id)
         merged.metrics = {**merged.metrics, **cost}
         return merged, stats
 
     @staticmethod
-    def _merge(chosen, informative: int, g: int) -> ScoredBatch:
-        def rows(field):
-            return np.concatenate([getattr(s.rollout, field)[i * g:(i + 1) * g] for s, i in chosen])
+    def _merge(chosen, informative: int, g: int, pad_id: int = 0) -> ScoredBatch:
+        """The chosen groups as one batch. Refill batches may sit in other prompt-length buckets (and sample other
+        completion widths): narrower rows are padded to the widest, prompts on the left (they are left-padded),
+        completions on the right with mask 0, so every row keeps its tokens and positions."""
+        def rows(field, pad=0, left=False):
+            parts = [getattr(s.rollout, field)[i * g:(i + 1) * g] for s, i in chosen]
+            if parts[0].ndim == 2 and field != "hidden":
+                width = max(p.shape[1] for p in parts)
+                parts = [np.pad(p, ((0, 0), (width - p.shape[1], 0) if left else (0, width - p.shape[1])),
+                                constant_values=pad) for p in parts]
+            return np.concatenate(parts)
 
         first = chosen[0][0].rollout
         rollout = dataclasses.replace(
-            first, prompt_tokens=rows("prompt_tokens"), prompt_lengths=rows("prompt_lengths"), tokens=rows("tokens"),
-            mask=rows("mask"), lengths=rows("lengths"), logprobs=rows("logprobs"), finished=rows("finished"),
+            first, prompt_tokens=rows("prompt_tokens", pad_id, left=True), prompt_lengths=rows("prompt_lengths"),
+            tokens=rows("tokens", pad_id), mask=rows("mask"), lengths=rows("lengths"), logprobs=rows("logprobs"),
+            finished=rows("finished"),
             prompt_index=np.repeat(np.arange(len(chosen)), g).astype(np.int32),
             texts=[t for s, i in chosen for t in s.rollout.texts[i * g:(i + 1) * g]],
             hidden=rows("hidden") if first.hidden is not None else None)
