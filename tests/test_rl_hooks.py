@@ -92,8 +92,8 @@ def test_hook_sees_hidden_shapes_rewards_and_holds_the_policy(tmp_path):
     advantages = {}
     build_batch = learner.build_batch
 
-    def spy(scored):
-        batch, times = build_batch(scored)
+    def spy(scored, **kwargs):
+        batch, times = build_batch(scored, **kwargs)
         advantages[len(advantages)] = (batch["advantages"], scored.rewards.copy())
         return batch, times
 
