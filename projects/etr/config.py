@@ -62,12 +62,7 @@ def set_arm(c: ml_collections.ConfigDict, arm: str) -> ml_collections.ConfigDict
     """The rl keys of one arm of D.2 (eps_matched still needs rl.eps_schedule.source)."""
     if arm not in ARMS:
         raise ValueError(f"etr arm {arm!r}: known {', '.join(ARMS)}")
-    for dotted, value in ARMS[arm].items():
-        node = c
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node[part]
-        node[leaf] = value
+    c.update_from_flattened_dict(ARMS[arm])   # dotted keys ("rl.eps_high")
     return c
 
 

@@ -74,12 +74,7 @@ def add_channels(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
 def set_arm(c: ml_collections.ConfigDict, arm: str) -> ml_collections.ConfigDict:
     if arm not in ARMS:
         raise ValueError(f"{PROJECT} arm {arm!r}: known {', '.join(ARMS)}")
-    for dotted, value in ARMS[arm].items():
-        node = c
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node[part]
-        node[leaf] = value
+    c.update_from_flattened_dict(ARMS[arm])   # dotted keys ("rl.eps_high")
     return c
 
 
