@@ -65,11 +65,13 @@ ENTRIES = [
               "each, scaled from 240 s per 1,200 steps). Check eval/halluc_rate_before in 0.3-0.5 (spec D.2) first"),
     dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
          results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
-         state="ready", note="holistic vs rubric_pvr x 3 seeds, the smallest table that tests E3. 1 H200, "
-         "2026-11-27: SFT stages 230 s (3 at once), RL points 240 s (6 at once); a 480 s budget ended with 5/9 "
-         "done (bundle 45.7 MiB, not kept): give it 560 s. rubric_pvr runs generated code in the namespace sandbox: "
-         "check `python -c 'from shared.rewards.sandbox import namespace_problem; print(namespace_problem())'` on "
-         "the machine first (None = available)"),
+         state="ready", note="holistic vs rubric_pvr x 3 seeds (1 H200, 2026-11-28: 8 min in one 540 s call): "
+         "quality reproduced; the holistic arm's NOTE rate at the floor (0.016). rubric_pvr needs the namespace "
+         "sandbox: `namespace_problem()` was None on the H200"),
+    dict(name="openrs_e3_hack", config="experiments/openrs/e3_brpo_writing.py:hack",
+         results="projects/openrs/results/e3_hack", parallel=9, est_gpu_min=11, est_wall_min=11, state="ready",
+         note="E3's hack rate: annotator bias 0.6 (holistic, rubric_pvr, rubric_biased_pvr x 3 seeds); scaled from "
+         "e3_min (9 points at once instead of 6)"),
     dict(name="writing_zero_c1", config="experiments/writing_zero/table.py:c1",
          results="projects/writing_zero/results/c1", parallel=9, est_gpu_min=30, est_wall_min=10, state="ready",
          note="C1: BRPO vs round robin on the principled judge; the judges' stage metrics say first whether they learn"),
@@ -124,8 +126,8 @@ ENTRIES = [
          note="settings none/fair/operational x 3 seeds x 600 cases, 32 concurrent; estimate, not measured"),
     # -- issue 36's papers: warm-start competence first, then the tables (estimates, not measured) ---------------
     dict(name="base_countdown", config="experiments/base/countdown.py",
-         results="experiments/base/results/base_countdown", parallel=6, est_gpu_min=20, est_wall_min=8, state="ready",
-         note="9 points (500/1000/2000 steps x 3 seeds), 6x384; pick STEPS for 30-50% sampled (etr.md D.1)"),
+         results="experiments/base/results/base_countdown", parallel=9, est_gpu_min=4, est_wall_min=4, state="ready",
+         measured=True, note="greedy 0.26 / 0.36 / 0.38 at 500 / 1000 / 2000 steps (1 H200, 4 min): STEPS = 1000"),
     dict(name="base_assistant", config="experiments/base/assistant.py",
          results="experiments/base/results/base_assistant", parallel=6, est_gpu_min=30, est_wall_min=10,
          state="ready", note="6 points (1000/2000 steps x 3 seeds); the warm start should refuse ~60% of hazards"),
@@ -137,8 +139,7 @@ ENTRIES = [
          results="experiments/base/results/base_arithmetic_cot", parallel=6, est_gpu_min=50, est_wall_min=15,
          state="ready", note="9 points (1000/2000/4000 steps x 3 seeds), 352-token greedy eval on ood"),
     dict(name="etr_countdown", config="experiments/etr/countdown_table.py", results="projects/etr/results/countdown",
-         parallel=16, est_gpu_min=225, est_wall_min=60, state="needs base_countdown: set experiments/base/countdown.py "
-         "STEPS from its competence table (30-50% sampled)",
+         parallel=16, est_gpu_min=225, est_wall_min=60, state="ready",
          note="7 arms x 5 seeds + 5 SFT + 5 ETR pilot stages, 4 GPUs, several leases (bundles)"),
     dict(name="mo_table", config="experiments/medical_multiobjective/table.py",
          results="projects/medical_multiobjective/results/table", parallel=8, est_gpu_min=230, est_wall_min=60,

@@ -26,6 +26,11 @@ GPU cost (estimate, not measured: no GPU here): a stage ~1 min, a point ~3 min o
 (3 stages + 12 points) ~40 GPU-minutes, ~10 min wall with --parallel=8 on 4 H100s. Smallest table that tests the
 claim: the "min" sweep (holistic and rubric_pvr x 3 seeds: 3 stages + 6 points, ~21 GPU-minutes):
     python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py:min --workdir=runs/openrs/e3_min --parallel=6
+Measured (results/e3_min, 1 H200, 8 min): rubric_pvr's Q 0.86 vs holistic 0.66, but the holistic arm's NOTE rate
+fell to 0.016 (at bias 0.35 the holistic judge prefers NOTE in only 35% of the pairs that differ in it, so RL
+removes the hack in both arms). The "hack" sweep gives every judge annotator bias 0.6 (a judge that does reward the
+hack, as a holistic RM trained on such labels would): holistic, rubric_pvr and rubric_biased_pvr x 3 seeds.
+    python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py:hack --workdir=runs/openrs/e3_hack --parallel=9
 """
 
 from experiments.base._recipe import sft_config, smoke
@@ -41,8 +46,10 @@ ARMS = {"holistic": ("openrs/holistic_judge", {"bias": 0.35}),
         "rubric_biased_pvr": ("openrs/rubric_judge", {"bias": 0.35, "pvr": True})}
 LOGGED = [("writing_zero/quality", 0.0), ("openrs/note_rate", 0.0), ("openrs/pvr_pass", 0.0)]
 VARIANTS = ("base", "base_smoke")
-SWEEP_VARIANTS = ("min",)  # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
+SWEEP_VARIANTS = ("min", "hack")  # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
 MIN_ARMS = ("holistic", "rubric_pvr")  # "min": the smallest table that tests the claim
+HACK_BIAS = 0.6  # "hack": the annotator prefers the NOTE suffix in 60% of the pairs that differ in it
+HACK_ARMS = ("holistic", "rubric_pvr", "rubric_biased_pvr")
 
 
 def _model(c):
@@ -105,19 +112,25 @@ def get_config(arg=None):
 
 
 def get_sweep(arg=None):
-    """"": 4 judges x 3 seeds; "min": holistic vs rubric_pvr x 3 seeds (3 stages + 6 points); "smoke": CI."""
+    """"": 4 judges x 3 seeds; "min": holistic vs rubric_pvr x 3 seeds (3 stages + 6 points); "hack": holistic,
+    rubric_pvr and rubric_biased_pvr at annotator bias HACK_BIAS x 3 seeds (the holistic and the biased rubric judge
+    take the bias; rubric_pvr keeps its unbiased per-criterion verdicts); "smoke": CI."""
     if arg not in (None, "smoke", *SWEEP_VARIANTS):
-        raise ValueError(f"experiments/openrs/e3_brpo_writing.py: unknown sweep variant {arg!r} (known: smoke, min)")
+        raise ValueError(f"experiments/openrs/e3_brpo_writing.py: unknown sweep variant {arg!r} "
+                         f"(known: smoke, {', '.join(SWEEP_VARIANTS)})")
     is_smoke = arg == "smoke"
     seeds = SEEDS[:1] if is_smoke else SEEDS
     suffix = "_smoke" if is_smoke else ""
     arms = {a: ARMS[a] for a in MIN_ARMS} if arg == "min" else ARMS
+    if arg == "hack":
+        arms = {a: (ARMS[a][0], {**ARMS[a][1], **({"bias": HACK_BIAS} if ARMS[a][1]["bias"] else {})})
+                for a in HACK_ARMS}
     stages = [dict(name=f"sft_s{seed}", overrides={"seed": seed}, arg="base" + suffix) for seed in seeds]
     points = [dict(name=f"{arm}_s{seed}", arm=arm, arg="smoke" if is_smoke else None,
                    overrides={"seed": seed, "train.init_from": f"run:{{stage:sft_s{seed}}}",
                               "rl.rewards": [(name, 1.0, {**JUDGE, **options}), *LOGGED]})
               for arm, (name, options) in arms.items() for seed in seeds]
-    return dict(name="e3_brpo_writing" + ("_min" if arg == "min" else ""), stages=stages, points=points,
+    return dict(name="e3_brpo_writing" + (f"_{arg}" if arg in SWEEP_VARIANTS else ""), stages=stages, points=points,
                 columns=["eval/test_accuracy_before", "eval/test_accuracy", "reward/writing_zero/quality/mean",
                          "reward/openrs/note_rate/mean", "reward/openrs/pvr_pass/mean", "judge/calls_total",
                          "wall_time_s"],

@@ -51,13 +51,22 @@ for rubric in ("oracle", "teacher"):
             levels=(Level(1.0, 0.03, "ceiling", arm=e1("holistic", metric)),), paper="mechanism",
             note=TEACHER if rubric == "teacher" else ""))
 
-E3 = ("GPU table not run: `python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py "
-      "--workdir=runs/openrs/e3 --parallel=8`")
+E3 = "projects/openrs/results/e3_min"
+E3_HACK = ("`python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py:hack --workdir=runs/openrs/e3_hack "
+           "--parallel=9` (a stronger annotator bias: a holistic judge that does reward the NOTE hack)")
+# The rollout means of the last logged step (150 BRPO steps), arms paired by seed (they share its SFT stage).
+# Floor: a holistic arm whose hack rate stays within 0.02 of 0 leaves the claimed reduction no room (at bias 0.35
+# the holistic judge prefers the NOTE suffix in only 35% of the pairs that differ in it, so RL removes it anyway).
 CLAIMS += [
-    Claim("E3 (quality)", "Under BRPO the rubric reward gives higher oracle quality Q than the holistic judge",
-          paper="mechanism", not_run=E3),
-    Claim("E3 (hack rate)", "Under BRPO the rubric reward gives a lower hack (NOTE) rate than the holistic judge",
-          paper="mechanism", not_run=E3),
+    Claim("E3 (quality)", "Under BRPO the rubric reward (with the PVR guardrail) gives higher oracle quality Q than "
+          "the holistic judge", results=E3, a=e1("rubric_pvr", "reward/writing_zero/quality/mean"),
+          b=e1("holistic", "reward/writing_zero/quality/mean"), direction="greater", paired=True,
+          levels=(Level(0.0, 0.02, "floor"),), paper="mechanism"),
+    Claim("E3 (hack rate)", "Under BRPO the rubric reward (with the PVR guardrail) gives a lower hack (NOTE) rate "
+          "than the holistic judge", results=E3, a=e1("rubric_pvr", "reward/openrs/note_rate/mean"),
+          b=e1("holistic", "reward/openrs/note_rate/mean"), direction="less", paired=True,
+          levels=(Level(0.0, 0.02, "floor", arm=e1("holistic", "reward/openrs/note_rate/mean")),),
+          paper="mechanism", note="the holistic arm does not hack at the spec's annotator bias; next: " + E3_HACK),
     Claim("E4", "The library judge with the released meta-rubric on HH-RLHF harmless / GSM8K matches the reference",
           paper="Table 1 (e.g. RM-Bench 91-93 with 30B-235B judges)",
           not_run="no endpoint, and the released prompts are not available offline: `JUDGE_BASE_URL=... "
