@@ -46,8 +46,9 @@ left-padded with a repeated filler sentence; its "answer" kept for the checker),
 when N is one of its buckets (32..2048, powers of two); 0 = the task's own short prompts. `--grpo_mesh` is the
 learner's mesh preset (default gpu_1 / cpu_1; `auto` = every local device on fsdp; the preset's environment and XLA
 flags are set in the worker before jax starts, so cpu_8 gets its 8 fake devices). `--grpo_micro_batch_tokens`,
-`--grpo_rollout_max_rows` and `--grpo_rollout_mesh` set rl.micro_batch_tokens / rl.rollout_max_rows /
-rl.rollout_mesh where the tree has those keys (the JSON lists the ones it lacked under ignored_rl_keys). Each step
+`--grpo_rollout_max_rows`, `--grpo_rollout_mesh` and `--sample_draw` set rl.micro_batch_tokens /
+rl.rollout_max_rows / rl.rollout_mesh / rl.sample_draw where the tree has those keys (the JSON lists the ones it
+lacked under ignored_rl_keys). Each step
 calls learner.collect / build_batch / update and times them as RLLearner.fit does (perf/rollout_and_reward_s,
 perf/logprob_s = behaviour + reference log-prob passes (perf/ref_logprob_s in older trees), perf/update_s,
 perf/step_s); the first `--grpo_warmup` steps are excluded (two by default: the update step compiles at step 1 and
@@ -414,7 +415,7 @@ def run_hf(spec: dict) -> dict:
 
 GRPO_PEERS = ("trl",)   # HF TRL's GRPOTrainer (HF generate, no vLLM) on the same shape, B x G, prompts and T
 # New learner keys (shared/config/base.py rl_config) set from --grpo_* flags when this tree has them.
-GRPO_RL_KEYS = ("micro_batch_tokens", "rollout_max_rows", "rollout_mesh")
+GRPO_RL_KEYS = ("micro_batch_tokens", "rollout_max_rows", "rollout_mesh", "sample_draw")
 PROMPT_FILLER = "The quick brown fox jumps over the lazy dog. "   # pads prompts on the left (--grpo_prompt_len)
 SAMPLER_PROMPT_BUCKETS = (32, 64, 128, 256, 512, 1024, 2048)   # shared.model.sampler.SamplingParams.prompt_buckets
 
@@ -1052,6 +1053,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "the fused decode kernels need it), or scanned layers over a stacked cache")
     p.add_argument("--decode_attention", default="auto", choices=("auto", "xla", "pallas"),
                    help="ours: Sampler(decode_attention=): auto = the Pallas kernel on GPU")
+    p.add_argument("--sample_draw", default="gumbel", choices=("gumbel", "inverse_cdf"),
+                   help="--grpo: rl.sample_draw, how a rollout token is drawn (the decode rows are greedy)")
     p.add_argument("--prefill_attention", default="auto", choices=("auto", "xla", "cudnn"),
                    help="ours: Sampler(attention=) for the prompt pass: auto = cudnn on GPU")
     p.add_argument("--profile", type=int, default=0,
@@ -1226,7 +1229,7 @@ def main(argv: list[str] | None = None) -> int:
                 "steps": args.grpo_steps, "kl_coef": args.grpo_kl_coef, "remat": args.grpo_remat,
                 "mesh": args.grpo_mesh, "micro_batch_tokens": args.grpo_micro_batch_tokens,
                 "rollout_max_rows": args.grpo_rollout_max_rows, "rollout_mesh": args.grpo_rollout_mesh,
-                "compile_cache": args.compile_cache}
+                "sample_draw": args.sample_draw, "compile_cache": args.compile_cache}
         specs = [("ours", "grpo", spec)]
         if "trl" in args.grpo_peers:
             specs.append(("trl", "trl", {"shape": args.grpo_shape, "prompts": args.grpo_prompts,

@@ -354,3 +354,70 @@ def test_fetch_whole_tree_returns_every_leaf_as_numpy():
     assert all(isinstance(v, np.ndarray) for v in out.values())
     np.testing.assert_array_equal(out["tokens"], tokens)
     assert int(out["steps"]) == 7 and out["logprobs"].shape == (8, 4)
+
+
+def _excluded_logits(rows: int, vocab: int, seed: int):
+    """Peaked float32 logits with excluded (-inf) entries, also at the row's start and end."""
+    logits = (3 * np.random.default_rng(seed).normal(size=(rows, vocab))).astype(np.float32)
+    logits[:, :7] = -np.inf
+    logits[:, -5:] = -np.inf
+    logits[:, 100:140] = -np.inf   # a whole chunk of zero weight (chunks of 19 at V=300, 16 chunks)
+    return logits
+
+
+def test_inverse_cdf_index_is_the_first_index_past_u_of_the_cumulative_mass():
+    """Against numpy in float64: the chosen index is searchsorted(cdf, u, 'right'), except where u lies within
+    float32 round-off of a boundary; never an excluded entry, even at u -> 1 and u = 0."""
+    from shared.model.sampler import _inverse_cdf_index
+    logits = _excluded_logits(6, 300, seed=0)
+    uniforms = np.random.default_rng(1).random((6, 500)).astype(np.float32)
+    uniforms[:, 0], uniforms[:, 1], uniforms[:, 2] = 0.0, np.float32(1 - 2 ** -24), 1.0  # 1.0: beyond the range
+    repeated = jnp.asarray(np.repeat(logits, uniforms.shape[1], axis=0))        # row r's logits, 500 times
+    got = np.asarray(_inverse_cdf_index(repeated, jnp.asarray(uniforms.reshape(-1)), chunks=16)).reshape(6, -1)
+    probs = np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True))
+    cdf = np.cumsum(probs / probs.sum(-1, keepdims=True), axis=-1)
+    for r in range(6):
+        want = np.minimum(np.searchsorted(cdf[r], uniforms[r].astype(np.float64), side="right"), 300 - 1)
+        near_boundary = np.min(np.abs(cdf[r][None, :] - uniforms[r][:, None]), axis=1) < 1e-5
+        assert np.all((got[r] == want) | near_boundary)
+        assert np.all(np.isfinite(logits[r, got[r]]))
+
+
+def test_inverse_cdf_draw_frequencies_match_softmax():
+    """40k rows of one distribution (V = 300 over 16 chunks, excluded entries): frequencies within 4.5 sd of the
+    softmax probabilities, nothing excluded drawn; each row's draw depends only on its own key."""
+    from shared.model.sampler import _inverse_cdf_draw
+    logits = _excluded_logits(1, 300, seed=2)[0]
+    n = 40000
+    keys = jax.random.split(jax.random.key(3), n)
+    tokens = np.asarray(jax.jit(lambda k: _inverse_cdf_draw(jnp.broadcast_to(jnp.asarray(logits), (n, 300)), k,
+                                                            chunks=16))(keys))
+    probs = np.exp(logits.astype(np.float64) - logits.max())
+    probs /= probs.sum()
+    freq = np.bincount(tokens, minlength=300) / n
+    sd = np.sqrt(probs * (1 - probs) / n) + 1e-12
+    assert np.max(np.abs(freq - probs) / sd) < 4.5
+    assert np.all(freq[~np.isfinite(logits)] == 0)
+    alone = np.asarray(_inverse_cdf_draw(jnp.asarray(logits[None]), keys[17:18], chunks=16))
+    assert alone[0] == tokens[17]
+
+
+def test_sampler_inverse_cdf_draw_matches_the_filtered_distribution(model):
+    """The Sampler with draw="inverse_cdf": first-token frequencies under temperature + top-k + top-p equal the
+    renormalised numpy distribution (as the Gumbel draw's test above), and a bad draw name is refused."""
+    graphdef, params = model
+    with pytest.raises(ValueError, match="draw='nope'"):
+        Sampler(graphdef, CFG, eos_id=-1, pad_id=TOK.pad_id, draw="nope")
+    sampler = Sampler(graphdef, CFG, eos_id=-1, pad_id=TOK.pad_id, tokenizer=TOK, batch_multiple=8,
+                      draw="inverse_cdf")
+    prompt = prompts_of([5], seed=5)[0]
+    logits = forward(params, prompt)[0][-1].astype(np.float64)
+    temperature, top_k, top_p, n = 0.7, 8, 0.8, 4000
+    expected = np.asarray(jax.nn.softmax(filter_logits(jnp.asarray(logits[None], jnp.float32), temperature, top_k,
+                                                       top_p)))[0]
+    sampling = SamplingParams(max_new_tokens=1, temperature=temperature, top_k=top_k, top_p=top_p, n=n,
+                              prompt_buckets=BUCKETS)
+    r = sampler.generate(params, [prompt], sampling, jax.random.key(1))
+    freq = np.bincount(r.tokens[:, 0], minlength=VOCAB) / n
+    assert np.abs(freq - expected).max() < 0.03
+    assert set(np.flatnonzero(freq)) <= set(np.flatnonzero(expected))

@@ -196,6 +196,8 @@ def rl_config() -> ml_collections.ConfigDict:
                                      # longer compile); "scan" = scanned layers over one stacked cache
     c.decode_attention = "auto"      # sampler decode steps: "pallas" kernel over written slots only (GPU), "xla"
                                      # dense masked attention, "auto" = pallas on GPU else xla
+    c.sample_draw = "gumbel"         # sampler, temperature > 0: "gumbel" (jax.random.categorical) or "inverse_cdf"
+                                     # (one uniform per row instead of a Gumbel draw per vocabulary entry; same law)
     c.micro_batch_tokens = 0         # tokens per device per micro-batch of the update's gradient accumulation (the
                                      # log-prob passes take 4x): memory, not science; 0 = from the device's free memory
     c.rollout_max_rows = 0           # rows per sampler call (a larger batch runs in several, same samples); 0 = from

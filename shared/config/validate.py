@@ -209,6 +209,9 @@ def check_memory_knobs(config: ml_collections.ConfigDict) -> None:
     present, value = _lookup(config, "rl.behaviour_pass")
     if present and value not in ("auto", "always"):
         raise ConfigError(f"rl.behaviour_pass={value!r}: expected 'auto' or 'always'")
+    present, value = _lookup(config, "rl.sample_draw")
+    if present and value not in ("gumbel", "inverse_cdf"):
+        raise ConfigError(f"rl.sample_draw={value!r}: expected 'gumbel' or 'inverse_cdf'")
     present, value = _lookup(config, "rl.rollout_mesh")
     if present and value not in ("auto", "", "data", "tensor"):
         raise ConfigError(f"rl.rollout_mesh={value!r}: expected 'auto', '' (the training mesh), 'data' or 'tensor'")

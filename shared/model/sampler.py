@@ -150,12 +150,48 @@ def _argmax_and_logsumexp(logits, chunks: int = 128):
     return token, lse
 
 
-def _choose(logits, key, temperature: float, top_k: int, top_p: float, kernel: str = "xla", row_offset=0):
+SAMPLE_DRAWS = ("gumbel", "inverse_cdf")
+
+
+def _inverse_cdf_draw(scaled, keys, chunks: int = 128):
+    """One token per row of the tempered, filtered float32 logits [B,V] (-inf = excluded), distributed as
+    softmax(scaled), from ONE uniform per row: the first index whose cumulative weight exceeds u * total.
+
+    Why not jax.random.categorical: its Gumbel-max draw makes a random number, two logs and a write per
+    vocabulary entry at every decode step ([512, 151936] at the GRPO bench's shape); this reads the logits once
+    for the chunk masses and then only the chosen chunk. The cumulative sums run over 128 chunk masses and then
+    over one chunk of ceil(V / 128) entries, so float32 round-off stays near 1e-7 of the total mass (Gumbel-max in
+    float32 has a tail limit of the same order). A token of zero weight is never returned, whatever the round-off."""
+    uniforms = jax.vmap(lambda k: jax.random.uniform(k, (), jnp.float32))(keys)
+    return _inverse_cdf_index(scaled, uniforms, chunks)
+
+
+def _inverse_cdf_index(scaled, uniforms, chunks: int = 128):
+    """[B] the first index of each row of softmax(scaled) whose cumulative mass exceeds uniforms [B] in [0, 1)."""
+    rows = _chunked_rows(scaled, chunks)                                   # [B,C,W], -inf padded
+    width = rows.shape[-1]
+    top = rows.max(axis=(1, 2))                                            # [B]
+    mass = jnp.exp(rows - top[:, None, None]).sum(-1)                      # [B,C]
+    cum = jnp.cumsum(mass, axis=-1)
+    u = uniforms * cum[:, -1]
+    last_chunk = chunks - 1 - jnp.argmax(mass[:, ::-1] > 0, axis=-1)       # the last chunk with weight
+    chunk = jnp.minimum(jnp.sum(cum <= u[:, None], axis=-1), last_chunk)   # skips chunks of zero weight
+    before = (jnp.take_along_axis(cum, chunk[:, None], axis=-1) - jnp.take_along_axis(mass, chunk[:, None], axis=-1))
+    rest = jnp.maximum(u - before[:, 0], 0.0)
+    inside = jnp.exp(jnp.take_along_axis(rows, chunk[:, None, None], axis=1)[:, 0] - top[:, None])  # [B,W]
+    last = width - 1 - jnp.argmax(inside[:, ::-1] > 0, axis=-1)
+    index = jnp.minimum(jnp.sum(jnp.cumsum(inside, axis=-1) <= rest[:, None], axis=-1), last)
+    return (chunk * width + index).astype(jnp.int32)
+
+
+def _choose(logits, key, temperature: float, top_k: int, top_p: float, kernel: str = "xla", row_offset=0,
+            draw: str = "gumbel"):
     """One token per row and its untempered log-prob. Each row draws from its own key (fold_in of its row
     index, counted from row_offset), so a row's sample does not depend on the batch padding, the sharding or
     how a large batch was split into calls. kernel: "xla" (two
     reductions) or "pallas" / "pallas_interpret" (shared.model.vocab_kernel: one read of the logits) for the
-    greedy token and the logsumexp."""
+    greedy token and the logsumexp. draw: "gumbel" (jax.random.categorical) or "inverse_cdf" (one uniform per
+    row, `_inverse_cdf_draw`): the same distribution, different samples for the same key."""
     if kernel == "xla":
         greedy_token, lse = _argmax_and_logsumexp(logits.astype(jnp.float32))
     else:  # the raw (bf16) logits go in: no float32 copy of the [B,V] logits is written for it
@@ -167,7 +203,10 @@ def _choose(logits, key, temperature: float, top_k: int, top_p: float, kernel: s
         filtered = filter_logits(logits, temperature, top_k, top_p)
         rows = row_offset + jnp.arange(logits.shape[0])
         keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, rows)
-        token = jax.vmap(jax.random.categorical)(keys, filtered).astype(jnp.int32)
+        if draw == "inverse_cdf":
+            token = _inverse_cdf_draw(filtered, keys)
+        else:
+            token = jax.vmap(jax.random.categorical)(keys, filtered).astype(jnp.int32)
     # chosen logit - logsumexp: reductions only, no materialised log-softmax over the vocabulary
     logp = jnp.take_along_axis(logits, token[:, None], axis=-1)[:, 0] - lse
     return token, logp
@@ -210,12 +249,13 @@ class Sampler:
     layer that reads only the written slots, and shared.model.vocab_kernel, greedy token and logsumexp in one
     read of the logits; shared.model.decode_matmul for the projections), "pallas_interpret" (the same
     kernels interpreted: CPU tests), "auto" = pallas on GPU else xla. compiler_options: XLA options for the
-    generate program; "auto" = GPU_COMPILER_OPTIONS on a GPU, none elsewhere.
+    generate program; "auto" = GPU_COMPILER_OPTIONS on a GPU, none elsewhere. draw: how a token is drawn at
+    temperature > 0, "gumbel" or "inverse_cdf" (see `_choose`).
     """
 
     def __init__(self, graphdef, model_cfg, *, eos_id, pad_id, mesh=None, rules=None, attention="xla",
                  tokenizer=None, batch_multiple: int = 1, layer_loop: str = "scan", decode_attention: str = "auto",
-                 compiler_options: dict | str = "auto"):
+                 compiler_options: dict | str = "auto", draw: str = "gumbel"):
         self.graphdef = graphdef
         self.model_cfg = model_cfg
         self.eos_id = int(eos_id)
@@ -236,6 +276,9 @@ class Sampler:
             raise ValueError(f"Sampler(decode_attention={decode_attention!r}): expected 'auto', 'xla', 'pallas' "
                              "or 'pallas_interpret'")
         self.decode_attention = decode_attention
+        if draw not in SAMPLE_DRAWS:
+            raise ValueError(f"Sampler(draw={draw!r}): expected one of {', '.join(SAMPLE_DRAWS)}")
+        self.draw = draw
         if self.row_multiple < 1:
             raise ValueError(f"Sampler(batch_multiple={batch_multiple}): must be >= 1")
         self.trace_counts = collections.Counter()  # traces per jitted function (tests: no recompiles)
@@ -273,7 +316,7 @@ class Sampler:
         # Vocabulary logits at the last prompt position only (XLA drops the unused all-position head).
         last_logits = model.heads["lm"](out["hidden"][:, -1:], model)[:, 0]
         token, logp = _choose(last_logits, jax.random.fold_in(rng, 0), temperature, top_k, top_p,
-                              self.decode_attention, row_offset)
+                              self.decode_attention, row_offset, self.draw)
         return out["cache"], token, logp, (params, kv_valid, first_real, layer_params)
 
     def _decode(self, params, prompt_tokens, prompt_lengths, rng, row_offset, *, max_new_tokens, temperature, top_k,
@@ -302,7 +345,7 @@ class Sampler:
                         kv_valid=kv_valid, attention="xla", layer_params=layer_params,
                         decode_attention=self.decode_attention, kv_start=first_real)
             token, logp = _choose(out["logits"][:, 0], jax.random.fold_in(rng, step), temperature, top_k, top_p,
-                                  self.decode_attention, row_offset)
+                                  self.decode_attention, row_offset, self.draw)
             token = jnp.where(done, pad, token)
             logp = jnp.where(done, 0.0, logp)
             tokens = jax.lax.dynamic_update_slice_in_dim(tokens, token[:, None], step, axis=1)
