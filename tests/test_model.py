@@ -161,11 +161,36 @@ def test_sharded_loss_and_grads_equal_one_device():
 
 def test_remat_policies_give_the_same_loss_and_grads():
     _, (loss_none, grads_none) = loss_and_grads("none")
-    for remat in ("full", "dots"):
+    for remat in ("full", "dots", "mlp"):
         _, (loss, grads) = loss_and_grads(remat)
         np.testing.assert_allclose(loss, loss_none, rtol=1e-6)
         for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(grads_none)):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # recomputation reassociates sums
+
+
+def test_remat_mlp_saves_no_mlp_hidden_activation_and_keeps_attention(capsys):
+    """model.remat="mlp": of the backward's saved residuals none has the MLP's [..., d_ff] width (remat "none"
+    saves several) and the attention probabilities stay saved (remat "full" saves none of them)."""
+    from shared.config.validate import REMAT_MODES
+    from jax.ad_checkpoint import print_saved_residuals
+
+    from shared.model.transformer import REMAT_POLICIES
+    assert tuple(REMAT_POLICIES) == REMAT_MODES
+
+    def saved(remat):
+        graphdef, state = split(tiny_cfg(remat=remat, **TRAIN_CFG))
+        print_saved_residuals(lambda s: loss_fn(graphdef, s, BATCH), state)
+        lines = [x.split(" ")[0] for x in capsys.readouterr().out.splitlines() if "from the argument" not in x]
+        b, t = BATCH["inputs"].shape
+        mlp = [x for x in lines if x.endswith(f"[{L},{b},{t},{FF}]")]                      # per-layer [B,T,d_ff]
+        probs = [x for x in lines if x.startswith(f"f32[{L},{b},") and x.endswith(f",{t},{t}]")]  # [B,...,T,T]
+        return mlp, probs
+
+    mlp_none, probs_none = saved("none")
+    mlp_mlp, probs_mlp = saved("mlp")
+    _, probs_full = saved("full")
+    assert mlp_none and probs_none and not probs_full
+    assert mlp_mlp == [] and probs_mlp, mlp_mlp
 
 
 # ------------------------------------------------------------------------------------------ outputs

@@ -58,6 +58,8 @@ NUMERIC_BOUNDS: tuple[tuple[str, float, bool], ...] = (
     ("rl.overlong_cache", 0, True), ("rl.dynamic_sampling_max_tries", 0, True), ("rl.loss_agg_max_len", 0, True),
     ("rl.reward_calibration_prompts", 0, True), ("rl.reward_calibration_samples", 0, True),
 )
+# model.remat values (shared.model.transformer.REMAT_POLICIES; tests/test_model.py keeps the two lists equal)
+REMAT_MODES = ("none", "full", "dots", "dots_all", "mlp")
 # Tasks with nothing to do at train.steps=0 (RL tasks evaluate their warm start then: a table's "SFT only" arm).
 TASKS_THAT_TRAIN = ("pretrain", "sft", "rm", "mdm")
 # Keys with an upper bound too: (key, highest allowed).
@@ -209,6 +211,9 @@ def check_memory_knobs(config: ml_collections.ConfigDict) -> None:
     present, value = _lookup(config, "rl.behaviour_pass")
     if present and value not in ("auto", "always"):
         raise ConfigError(f"rl.behaviour_pass={value!r}: expected 'auto' or 'always'")
+    present, value = _lookup(config, "model.remat")
+    if present and value not in REMAT_MODES:
+        raise ConfigError(f"model.remat={value!r}: expected one of {', '.join(REMAT_MODES)}")
     present, value = _lookup(config, "rl.sample_draw")
     if present and value not in ("gumbel", "inverse_cdf"):
         raise ConfigError(f"rl.sample_draw={value!r}: expected 'gumbel' or 'inverse_cdf'")

@@ -402,6 +402,9 @@ class MLP(nnx.Module):
             raise ValueError(f"model.mlp: unknown {cfg.mlp!r} (swiglu | gelu)")
         self.up = param(rngs, (d, f), (sh.EMBED, sh.MLP), std=std, dtype=pd)
         self.down = param(rngs, (f, d), (sh.MLP, sh.EMBED), std=std / math.sqrt(2 * cfg.n_layers), dtype=pd)
+        # model.remat="mlp": the backward recomputes this MLP's hidden activations (the [B,T,d_ff] tensors, most of
+        # a layer's activation memory) and keeps everything else of the layer, attention included
+        self.recompute = cfg.get("remat", "full") == "mlp"
 
     def __call__(self, x, decode_kernels: str | None = None, residual=None, defer: bool = False):
         """MLP(x), or residual + MLP(x) when `residual` is given. decode_kernels: "pallas" / "pallas_interpret" on
@@ -409,6 +412,11 @@ class MLP(nnx.Module):
         float32 partials summed where the residual add fuses them, or, with `defer`, returned unsummed as a
         PendingResidual(residual, partials) for the next layer's norm kernel to add."""
         dt = x.dtype
+        if self.recompute and x.shape[1] > 1 and (self.kind != "swiglu" or self.gate.ndim == 2):
+            weights = (self.gate[...].astype(dt) if self.kind == "swiglu" else None, self.up[...].astype(dt),
+                       self.down[...].astype(dt))
+            y = jax.checkpoint(functools.partial(_dense_mlp, self.kind), prevent_cse=False)(x, *weights)
+            return y if residual is None else residual + y
         if self.kind == "swiglu" and self.gate.ndim == 3:
             # packed [D,2,F] gate+up weights (pack_mlp_weights, decode): one GEMM instead of two
             gate_up = jnp.einsum("btd,dcf->btcf", x, self.gate[...].astype(dt))
@@ -430,6 +438,16 @@ class MLP(nnx.Module):
         else:
             y = jnp.einsum("btf,fd->btd", hidden, down)
         return y if residual is None else residual + y
+
+
+def _dense_mlp(kind, x, gate, up, down):
+    """The MLP of a training forward as a pure function of its weights (what model.remat="mlp" recomputes)."""
+    if kind == "swiglu":
+        hidden = jax.nn.silu(jnp.einsum("btd,df->btf", x, gate)) * jnp.einsum("btd,df->btf", x, up)
+    else:
+        hidden = jax.nn.gelu(jnp.einsum("btd,df->btf", x, up))
+    hidden = sh.constrain(hidden, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_MLP))
+    return jnp.einsum("btf,fd->btd", hidden, down)
 
 
 def _states_of(module, state, cls):

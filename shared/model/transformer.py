@@ -24,6 +24,7 @@ REMAT_POLICIES = {
     "full": jax.checkpoint_policies.nothing_saveable,
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
     "dots_all": jax.checkpoint_policies.dots_saveable,
+    "mlp": None,   # the layer keeps its activations; each MLP recomputes its own (layers.MLP.recompute)
 }
 
 
@@ -102,7 +103,7 @@ class Decoder(nnx.Module):
             return (h, full_cache), (block_cls.exit(h, cfg) if keep_layers else None)
 
         policy = REMAT_POLICIES[cfg.remat]
-        if cfg.remat != "none" and cache is None:
+        if policy is not None and cache is None:
             body = jax.checkpoint(body, policy=policy, prevent_cse=False)
         if isinstance(cache, (list, tuple)):  # per-layer cache: a Python loop over the layers
             if len(cache) != cfg.n_layers:

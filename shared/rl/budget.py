@@ -44,6 +44,7 @@ def train_bytes_per_token(m) -> int:
     saved = {"full": act * m.d_model,
              "dots": act * (3 * m.d_model + m.n_heads * m.head_dim + 2 * m.n_kv_heads * m.head_dim + 2 * m.d_ff),
              "dots_all": act * (3 * m.d_model + m.n_heads * m.head_dim + 2 * m.n_kv_heads * m.head_dim + 2 * m.d_ff),
+             "mlp": peak - act * 4 * m.d_ff,   # everything but the MLP's hidden activations
              }.get(m.remat, peak)
     return m.n_layers * saved + 2 * peak
 
