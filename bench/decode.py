@@ -1079,7 +1079,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--grpo_steps", type=int, default=None, help="timed steps (default 5; tiny 2)")
     p.add_argument("--grpo_kl_coef", type=float, default=0.04,
                    help="rl.kl_coef (GRPO paper 0.04): > 0 adds the reference forward to perf/logprob_s")
-    p.add_argument("--grpo_remat", default="full", help="model.remat of the policy (none | full | dots | dots_all)")
+    p.add_argument("--grpo_remat", default="full", help="model.remat of the policy (none | full | dots | dots_all | mlp)")
     p.add_argument("--grpo_prompt_len", type=int, default=0,
                    help="prompts of exactly N tokens (BOS + N-1 bytes: the task prompt left-padded with filler "
                         "text); 0 = the task's own short prompts")

@@ -113,7 +113,7 @@ PRECISION_SHORT = {"ours": "fp32 master + bf16 compute", "fp32": "fp32 params + 
 MATCHED_PRECISION = "fp32"
 PARALLEL = ("", "fsdp", "data")  # --parallel: the mesh preset's own sizes, all devices on fsdp, or on data
 FALLBACKS = ("halve", "none")
-REMATS = ("none", "full", "dots", "dots_all")  # shared.model.transformer.REMAT_POLICIES
+REMATS = ("none", "full", "dots", "dots_all", "mlp")   # model.remat (shared/config/validate.py REMAT_MODES)
 ATTENTIONS = ("auto", "cudnn", "xla")
 
 # Optimizer hyper-parameters shared by both sides (values do not change the speed, only keep it honest).
@@ -211,6 +211,8 @@ def make_config(spec: dict, platform_name: str):
     config.optim.weight_decay = WEIGHT_DECAY
     config.optim.grad_clip = CLIP
     config.optim.warmup_steps = 10
+    if spec.get("mu_dtype") and "mu_dtype" in config.optim:   # older trees lack the key
+        config.optim.mu_dtype = spec["mu_dtype"]
     return config
 
 
@@ -792,7 +794,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch_per_device", type=int, default=None,
                    help="sequences per device instead of --batch: ours runs this x its mesh's devices, peers this")
     p.add_argument("--seq", type=int, default=None, help=f"sequence length (default {DEFAULT_SEQ})")
-    p.add_argument("--remat", default="none", help="ours: model.remat = none | full | dots | dots_all")
+    p.add_argument("--remat", default="none", help="ours: model.remat = none | full | dots | dots_all | mlp")
+    p.add_argument("--mu_dtype", default="", choices=("", "bfloat16"),
+                   help="ours: optim.mu_dtype, AdamW's first moment ('' = float32 like the peers)")
     p.add_argument("--micro_batches", type=int, default=1, help="gradient accumulation steps (both sides)")
     p.add_argument("--attention", default="auto", help="ours: model.attention = auto | cudnn | xla")
     p.add_argument("--mesh", default="",
@@ -888,7 +892,7 @@ def base_spec(args, shape: str) -> dict:
             "batch": None if bpd else (args.batch or defaults.get("batch", DEFAULT_BATCH)),
             "batch_per_device": bpd, "micro_batches": args.micro_batches,
             "remat": args.remat, "attention": args.attention, "mesh": args.mesh, "parallel": args.parallel,
-            "steps": args.steps, "windows": args.windows, "warmup": args.warmup,
+            "mu_dtype": args.mu_dtype, "steps": args.steps, "windows": args.windows, "warmup": args.warmup,
             "compile_cache": args.compile_cache, "peer_grad_ckpt": args.peer_grad_ckpt,
             "peer_loss": args.peer_loss, "liger_flce_in_graph": args.liger_flce_in_graph,
             "liger_compile_scope": args.liger_compile_scope}

@@ -140,6 +140,36 @@ def test_adamw_matches_numpy_with_decay_on_matrices_only():
     assert not np.allclose(got["layer/kernel"], undecayed["layer/kernel"], rtol=1e-5)
 
 
+def test_adamw_bfloat16_first_moment_matches_numpy_rounding_it_each_step():
+    """optim.mu_dtype="bfloat16": the stored first moment is bfloat16 (decayed in bfloat16), each step uses the
+    new moment before rounding and stores it rounded (numpy reference with ml_dtypes' bfloat16); the second moment
+    stays float32."""
+    import ml_dtypes
+    cfg = constant_cfg(name="adamw", weight_decay_mask="none", weight_decay=0.0, mu_dtype="bfloat16")
+    tx, _ = optim.make_optimizer(cfg, 10, tiny_params())
+    grads = [tiny_grads(1), tiny_grads(2), tiny_grads(3)]
+    params = jax.tree_util.tree_map(jnp.asarray, tiny_params())
+    state = tx.init(params)
+    dtypes = {leaf.dtype for leaf in jax.tree_util.tree_leaves(state) if hasattr(leaf, "dtype") and leaf.ndim}
+    assert dtypes == {jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32)}
+    got = run_steps(tx, tiny_params(), grads)
+    for name, p in flat(tiny_params()).items():
+        p, m, v = p.astype(np.float64), 0.0, 0.0
+        for t, g in enumerate(grads, start=1):
+            g = flat(g)[name].astype(np.float64)
+            bf16 = lambda x: np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)  # noqa: E731
+            m_new = 0.1 * g + bf16(bf16(0.9) * m)   # optax decays the stored moment in bfloat16 (b1 too)
+            v = 0.95 * v + 0.05 * g * g
+            p = p - 0.1 * (m_new / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.95 ** t)) + 1e-8)
+            m = bf16(m_new)
+        np.testing.assert_allclose(got[name], p, rtol=1e-5, atol=1e-6, err_msg=name)
+    full = run_steps(optim.make_optimizer(constant_cfg(name="adamw", weight_decay_mask="none", weight_decay=0.0),
+                                          10, tiny_params())[0], tiny_params(), grads)
+    assert any(not np.allclose(got[k], full[k], rtol=1e-6, atol=1e-7) for k in got)   # the rounding shows
+    with pytest.raises(ValueError, match="optim.mu_dtype='float16'"):
+        optim.make_optimizer(constant_cfg(name="adamw", mu_dtype="float16"), 10, tiny_params())
+
+
 def test_lion_matches_numpy():
     cfg = constant_cfg(name="lion", b2=0.99, weight_decay_mask="all")
     tx, _ = optim.make_optimizer(cfg, 10, tiny_params())

@@ -265,6 +265,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.optim.b1 = 0.9
     c.optim.b2 = 0.95
     c.optim.eps = 1e-8
+    c.optim.mu_dtype = ""         # adamw's first moment: "" = the params' dtype, "bfloat16" (less memory and traffic)
     c.optim.weight_decay = 0.1
     c.optim.weight_decay_mask = "matrices"  # matrices (ndim >= 2, no embeddings' norms/biases) | all | none
     c.optim.grad_clip = 1.0       # global norm; 0 = off

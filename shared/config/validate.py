@@ -195,7 +195,8 @@ def check_mesh(config: ml_collections.ConfigDict, num_devices: int, platform: st
 
 
 def check_memory_knobs(config: ml_collections.ConfigDict) -> None:
-    """The LM-head chunking and the RL memory budgets: non-negative counts, known rollout meshes."""
+    """The LM-head chunking and the RL memory budgets: non-negative counts, known rollout meshes; the named modes
+    (remat, moment dtype, sample draw, error policies)."""
     for group, keys in (("model", ("head_chunk_tokens", "head_chunk_vocab")),
                         ("rl", ("micro_batch_tokens", "rollout_max_rows"))):
         for key in keys:
@@ -211,6 +212,9 @@ def check_memory_knobs(config: ml_collections.ConfigDict) -> None:
     present, value = _lookup(config, "rl.behaviour_pass")
     if present and value not in ("auto", "always"):
         raise ConfigError(f"rl.behaviour_pass={value!r}: expected 'auto' or 'always'")
+    present, value = _lookup(config, "optim.mu_dtype")
+    if present and value not in ("", "bfloat16"):
+        raise ConfigError(f"optim.mu_dtype={value!r}: expected '' (the params' dtype) or 'bfloat16'")
     present, value = _lookup(config, "model.remat")
     if present and value not in REMAT_MODES:
         raise ConfigError(f"model.remat={value!r}: expected one of {', '.join(REMAT_MODES)}")

@@ -247,10 +247,19 @@ def lr_at(schedule: optax.Schedule | float, step: int) -> float:
 # params to such a tree, or None (decay every leaf). Weight decay is decoupled (AdamW): the update gains
 # -lr * weight_decay * param, outside the moment estimates, so it follows the lr schedule as in PyTorch/optax.
 
+MU_DTYPES = ("", "bfloat16")   # optim.mu_dtype: "" = the params' dtype
+
+
 @OPTIMIZERS.register("adamw")
 def adamw(optim_cfg, learning_rate, weight_decay_mask) -> optax.GradientTransformation:
+    """optim.mu_dtype="bfloat16" keeps Adam's first moment in bfloat16 (2 bytes less per parameter held and moved
+    each step; the second moment stays in the params' dtype, where its small values need the range)."""
+    mu_dtype = str(optim_cfg.get("mu_dtype", "") or "") or None
+    if mu_dtype not in (None, *MU_DTYPES):
+        raise ValueError(f"optim.mu_dtype={mu_dtype!r}: expected '' (the params' dtype) or 'bfloat16'")
     return optax.adamw(learning_rate, b1=float(optim_cfg.b1), b2=float(optim_cfg.b2), eps=float(optim_cfg.eps),
-                       weight_decay=float(optim_cfg.weight_decay), mask=weight_decay_mask)
+                       weight_decay=float(optim_cfg.weight_decay), mask=weight_decay_mask,
+                       mu_dtype=jnp.bfloat16 if mu_dtype == "bfloat16" else None)
 
 
 @OPTIMIZERS.register("lion")
