@@ -1,5 +1,6 @@
 """shared.sweep.campaign: experiments/CAMPAIGN.md is generated from experiments/campaign.py and kept current."""
 import json
+import subprocess
 import os
 
 import pytest
@@ -35,9 +36,9 @@ def _entries_file(tmp_path, entries):
     return str(path)
 
 
-def _entry(name, state="ready", results="r"):
-    return dict(name=name, config="experiments/quickstart.py:smoke", results=results, parallel=2, est_gpu_min=1,
-                est_wall_min=1, state=state)
+def _entry(name, state="ready", results="r", parallel=2):
+    return dict(name=name, config="experiments/quickstart.py:smoke", results=results, parallel=parallel,
+                est_gpu_min=1, est_wall_min=1, state=state)
 
 
 def test_bad_entries_and_states_are_refused(tmp_path):
@@ -67,3 +68,48 @@ def test_next_ready_tables_skip_done_and_unready_ones_and_continue_from_their_bu
     (bundles / "a.tar.gz.part000").write_bytes(b"")
     command = campaign.sweep_command(entries[2], str(tmp_path / "w"), str(bundles), None, None)
     assert f"--from_bundle={bundles / 'a.tar.gz'}" in command and f"--bundle={bundles / 'a.tar.gz'}" in command
+
+
+def test_concurrent_tables_get_disjoint_gpu_blocks_in_proportion_to_parallel(tmp_path, monkeypatch):
+    gpus = ["0", "1", "2", "3"]
+    assert campaign.gpu_blocks(gpus, [6, 9]) == ["0,1", "2,3"]
+    assert campaign.gpu_blocks(gpus, [6, 9, 6]) == ["0", "1,2", "3"]
+    assert campaign.gpu_blocks(gpus, [16, 1]) == ["0,1,2", "3"]
+    assert campaign.gpu_blocks(gpus, [1, 1, 1, 1, 1]) == ["0", "1", "2", "3", "0"]   # more tables than GPUs
+    assert campaign.gpu_blocks(["0"], [6, 9]) == [None, None] and campaign.gpu_blocks(gpus, [6]) == [None]
+    for weights in ([1, 2], [3, 3, 3], [5, 1, 1, 9]):
+        blocks = campaign.gpu_blocks(gpus, weights)
+        used = [g for b in blocks for g in b.split(",")]
+        assert sorted(used) == gpus and all(blocks)   # every GPU once, none empty
+
+    launched = []
+
+    class FakeProc:
+        returncode = 0
+
+        def __init__(self, command, env, **_):
+            launched.append((command[command.index("-m") + 2], env.get("CUDA_VISIBLE_DEVICES")))
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    monkeypatch.setattr(campaign.subprocess, "Popen", FakeProc)
+    codes = campaign.run([_entry("a", parallel=6), _entry("b", parallel=9)], str(tmp_path / "w"), str(tmp_path / "b"),
+                         None)
+    assert codes == {"a": 0, "b": 0}
+    assert [gpus for _, gpus in launched] == ["0,1", "2,3"]
+
+
+def test_gpu_names_are_those_the_process_was_given(monkeypatch):
+    """The manifest's hardware names the GPUs of the sweep's block (CUDA_VISIBLE_DEVICES), not every GPU of the host."""
+    from shared.sweep import hardware
+
+    listing = "".join(f"GPU {i}: NVIDIA H{100 + i} (UUID: GPU-{i})\n" for i in range(4))
+    monkeypatch.setattr(hardware.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=listing, stderr=""))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert hardware.gpu_names() == ["NVIDIA H100", "NVIDIA H101", "NVIDIA H102", "NVIDIA H103"]
+    assert hardware.visible_gpus() == ["0", "1", "2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert hardware.gpu_names() == ["NVIDIA H102", "NVIDIA H103"] and hardware.visible_gpus() == ["2", "3"]

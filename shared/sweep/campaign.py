@@ -11,8 +11,10 @@ committed folder its ledger reads), parallel (points at once on the machine), es
 probe's or a finished run's numbers, `measured` says which), state ("ready", or why it is not: "needs setup: ...")
 and note. An entry whose results folder holds a manifest.json is done (its commit and date are read from there).
 
-Running: the chosen entries' sweeps start at once on this machine's GPUs (each sweep spreads its points over all
-of them, `parallel` at a time), each continuing from `<bundle_dir>/<name>.tar.gz` if it exists and writing its
+Running: the chosen entries' sweeps start at once on this machine's GPUs, each on its own block of them (sized in
+proportion to the entries' `parallel`, at least one GPU each; with more tables than GPUs, tables share GPUs round
+robin), so concurrent tables do not all start their first points on GPU 0; each sweep spreads its points over its
+block, `parallel` at a time. Each continues from `<bundle_dir>/<name>.tar.gz` if it exists and writing its
 bundle back there when its time budget ends (shared/sweep/bundle.py), so the next machine picks up where this one
 stopped; finished stages are never retrained. Copy a finished sweep's results into its `results` folder and commit.
 """
@@ -134,17 +136,45 @@ def sweep_command(entry: dict, work_root: str, bundle_dir: str, time_budget_s: f
     return command
 
 
+def gpu_blocks(gpus: list[str], weights: list[float]) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES per table: disjoint blocks of `gpus` sized in proportion to `weights` (largest remainder,
+    at least one each) when there are at least as many GPUs as tables; else table i gets gpus[i % len]; None (leave
+    the environment as is) with fewer than two GPUs or a single table."""
+    if len(gpus) < 2 or len(weights) < 2:
+        return [None] * len(weights)
+    if len(weights) > len(gpus):
+        return [gpus[i % len(gpus)] for i in range(len(weights))]
+    spare = len(gpus) - len(weights)                        # one GPU each first, the rest by weight
+    shares = [spare * w / sum(weights) for w in weights]
+    sizes = [1 + int(share) for share in shares]
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(shares[i] - int(shares[i])), i))
+    for i in by_remainder[:len(gpus) - sum(sizes)]:
+        sizes[i] += 1
+    blocks, start = [], 0
+    for size in sizes:
+        blocks.append(",".join(gpus[start:start + size]))
+        start += size
+    return blocks
+
+
 def run(entries: list[dict], work_root: str, bundle_dir: str, time_budget_s: float | None,
         part_mb: float | None = None, partial: bool = False) -> dict[str, int]:
-    """Runs the entries' sweeps concurrently; returns each one's exit code. Logs: <work_root>/<name>.log."""
+    """Runs the entries' sweeps concurrently, each on its block of GPUs (`gpu_blocks`); returns each one's exit
+    code. Logs: <work_root>/<name>.log."""
+    from shared.sweep.hardware import visible_gpus
+
     os.makedirs(work_root, exist_ok=True)
     os.makedirs(bundle_dir, exist_ok=True)
+    blocks = gpu_blocks(visible_gpus(), [float(e["parallel"]) for e in entries])
     procs = {}
-    for entry in entries:
+    for entry, block in zip(entries, blocks):
         command = sweep_command(entry, work_root, bundle_dir, time_budget_s, part_mb, partial)
+        env = dict(os.environ) if block is None else {**os.environ, "CUDA_VISIBLE_DEVICES": block}
         log = open(os.path.join(work_root, f"{entry['name']}.log"), "ab")
-        print(f"[campaign] {entry['name']}: {' '.join(command)}", flush=True)
-        procs[entry["name"]] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT), log)
+        where = "" if block is None else f" (GPUs {block})"
+        print(f"[campaign] {entry['name']}{where}: {' '.join(command)}", flush=True)
+        procs[entry["name"]] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+                                                 env=env), log)
     codes = {}
     while procs:
         for name, (proc, log) in list(procs.items()):

@@ -21,15 +21,20 @@ def visible_gpus() -> list[str]:
 
 
 def gpu_names() -> list[str]:
-    """GPU names from `nvidia-smi -L` ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: ...)"); [] without nvidia-smi."""
+    """GPU names from `nvidia-smi -L` ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: ...)"), only those CUDA_VISIBLE_DEVICES
+    names where it lists indices; [] without nvidia-smi."""
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return []
     if out.returncode != 0:
         return []
-    names = []
+    names = {}
     for line in out.stdout.splitlines():
         if line.startswith("GPU "):
-            names.append(line.split(":", 1)[1].split("(UUID")[0].strip())
-    return names
+            names[line[4:].split(":", 1)[0].strip()] = line.split(":", 1)[1].split("(UUID")[0].strip()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and all(i.strip().isdigit() for i in visible.split(",") if i.strip()):
+        # the GPUs this process was given (a campaign's block), not every GPU of the host
+        return [names[i.strip()] for i in visible.split(",") if i.strip() in names]
+    return list(names.values())
