@@ -114,7 +114,7 @@ MATCHED_PRECISION = "fp32"
 PARALLEL = ("", "fsdp", "data")  # --parallel: the mesh preset's own sizes, all devices on fsdp, or on data
 FALLBACKS = ("halve", "none")
 REMATS = ("none", "full", "dots", "dots_all", "mlp")   # model.remat (shared/config/validate.py REMAT_MODES)
-ATTENTIONS = ("auto", "cudnn", "xla")
+ATTENTIONS = ("auto", "cudnn", "xla", "tokamax")   # model.attention (tokamax: pip extra "kernels")
 
 # Optimizer hyper-parameters shared by both sides (values do not change the speed, only keep it honest).
 LR, BETAS, EPS, WEIGHT_DECAY, CLIP = 3e-4, (0.9, 0.95), 1e-8, 0.1, 1.0
@@ -798,7 +798,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--mu_dtype", default="", choices=("", "bfloat16"),
                    help="ours: optim.mu_dtype, AdamW's first moment ('' = float32 like the peers)")
     p.add_argument("--micro_batches", type=int, default=1, help="gradient accumulation steps (both sides)")
-    p.add_argument("--attention", default="auto", help="ours: model.attention = auto | cudnn | xla")
+    p.add_argument("--attention", default="auto", help="ours: model.attention = auto | cudnn | xla | tokamax")
     p.add_argument("--mesh", default="",
                    help="ours: mesh preset, e.g. gpu_1x2, gpu_1x4, auto (default gpu_1 on GPU, cpu_1 on CPU); its "
                         "XLA flags and environment are applied in the worker")

@@ -93,7 +93,6 @@ FRESH = [
     ("rl_reward_unknown", ["--config.rl.rewards=[('math/boxd', 1.0)]"], RL,
      "rl.rewards[0]: unknown reward 'math/boxd'"),
     ("rl_reward_errors", ["--config.rl.reward_errors=ignore"], RL, "rl.reward_errors='ignore': expected"),
-    ("rl_sample_draw_unknown", ["--config.rl.sample_draw=gumble"], RL, "rl.sample_draw='gumble': expected"),
     ("rl_lr_negative", ["--config.optim.lr=-0.01"], RL, "optim.lr=-0.01 must be >= 0"),
     ("rl_sft_lr_nan", ["--config.rl.sft_lr=nan"], RL, "rl.sft_lr=nan: must be a finite number"),
     ("rl_top_p_zero", ["--config.rl.top_p=0.0"], RL, "rl.top_p=0.0 must be > 0"),

@@ -296,6 +296,32 @@ def test_validate_runs_every_check_and_the_extension_point(registries_with_base_
     assert_one_line(e, "model.n_heads=6 is not divisible by mesh tensor=4")
 
 
+@pytest.mark.parametrize("key,value,expected", [
+    ("model.attention", "flash", "model.attention='flash': expected one of auto, xla, cudnn, splash, tokamax"),
+    ("model.remat", "attn", "model.remat='attn': expected one of none, full, dots, dots_all, mlp"),
+    ("optim.mu_dtype", "float16", "optim.mu_dtype='float16': expected '' (the params' dtype) or 'bfloat16'"),
+    ("rl.sample_draw", "gumble", "rl.sample_draw='gumble': expected 'gumbel' or 'inverse_cdf'"),
+])
+def test_named_modes_are_checked_in_one_line(registries_with_base_names, key, value, expected):
+    c = mesh_config("cpu_8")
+    group, name = key.split(".")
+    c[group][name] = value
+    with pytest.raises(ConfigError) as e:
+        validate(c, 8)
+    assert_one_line(e, expected)
+
+
+def test_tokamax_attention_without_the_package_says_how_to_install_it(registries_with_base_names, monkeypatch):
+    c = mesh_config("cpu_8")
+    c.model.attention = "tokamax"
+    real_find_spec = validate_module.importlib.util.find_spec
+    monkeypatch.setattr(validate_module.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tokamax" else real_find_spec(name, *a))
+    with pytest.raises(ConfigError) as e:
+        validate(c, 8)
+    assert_one_line(e, "model.attention='tokamax' needs the tokamax package", ".[kernels]")
+
+
 def test_preset_for_fewer_devices_uses_the_first_ones():
     # cpu_1 under 8 fake devices (and gpu_1 on a 4-GPU host) runs on the first device(s).
     assert validate_module.check_mesh(mesh_config("cpu_1"), 8) == {"data": 1, "fsdp": 1, "tensor": 1}

@@ -76,6 +76,26 @@ def test_kv_cache_decode_equals_full_forward(overrides):
         assert np.abs(unwindowed[:, -1] - full[:, -1]).max() > 1e-3
 
 
+@pytest.mark.parametrize("overrides", [dict(n_kv_heads=KV), dict(n_kv_heads=KV, sliding_window=3)],
+                         ids=["gqa", "gqa_sliding_window"])
+def test_tokamax_attention_equals_ours_in_logits_and_grads(overrides):
+    """model.attention="tokamax" (the library's XLA path on CPU; its GPU kernels are compared in bench/) gives our
+    attention's logits and gradients: causal, grouped-query heads, the sliding window."""
+    graphdef, state = split(tiny_cfg(**overrides))
+    seq = tokens(2, 9)
+
+    def loss(state, attention):
+        logits = nnx.merge(graphdef, state)(seq, attention=attention)["logits"]
+        return optax.softmax_cross_entropy_with_integer_labels(logits[:, :-1], seq[:, 1:]).mean(), logits
+
+    (l_ours, logits_ours), g_ours = jax.jit(jax.value_and_grad(lambda s: loss(s, "xla"), has_aux=True))(state)
+    (l_tk, logits_tk), g_tk = jax.jit(jax.value_and_grad(lambda s: loss(s, "tokamax"), has_aux=True))(state)
+    np.testing.assert_allclose(logits_tk, logits_ours, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(l_tk, l_ours, rtol=1e-6)
+    for a, b in zip(jax.tree.leaves(g_tk), jax.tree.leaves(g_ours)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
 # ------------------------------------------------------------------------------------------ packing
 
 

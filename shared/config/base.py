@@ -32,7 +32,8 @@ def model_config() -> ml_collections.ConfigDict:
     m.sliding_window = 0          # 0 = full attention
     m.causal = True               # False: bidirectional (masked diffusion)
     m.attention = "auto"          # auto (from the mesh preset) | xla | cudnn | splash (TPU default: Pallas kernel,
-                                  # checked interpreted on CPU and AOT-compiled for v5e/v5p, never run on a TPU)
+                                  # checked interpreted on CPU and AOT-compiled for v5e/v5p, never run on a TPU) |
+                                  # tokamax (its flash kernels on GPU; pip install -e '.[kernels]')
     m.remat = "full"              # none | full | dots (save matmul outputs) | dots_all | mlp (recompute only the MLPs)
     m.dtype = "bfloat16"          # compute dtype
     m.param_dtype = "float32"     # master weights

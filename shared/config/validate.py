@@ -5,6 +5,7 @@ own checks with `register_validator(fn)`; `fn(config, mesh_shape)` raises Config
 """
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Callable
 
 import ml_collections
@@ -58,6 +59,8 @@ NUMERIC_BOUNDS: tuple[tuple[str, float, bool], ...] = (
     ("rl.overlong_cache", 0, True), ("rl.dynamic_sampling_max_tries", 0, True), ("rl.loss_agg_max_len", 0, True),
     ("rl.reward_calibration_prompts", 0, True), ("rl.reward_calibration_samples", 0, True),
 )
+# model.attention values (shared.model.layers.Attention; "auto" = the preset's or the platform's choice)
+ATTENTIONS = ("auto", "xla", "cudnn", "splash", "tokamax")
 # model.remat values (shared.model.transformer.REMAT_POLICIES; tests/test_model.py keeps the two lists equal)
 REMAT_MODES = ("none", "full", "dots", "dots_all", "mlp")
 # Tasks with nothing to do at train.steps=0 (RL tasks evaluate their warm start then: a table's "SFT only" arm).
@@ -212,6 +215,11 @@ def check_memory_knobs(config: ml_collections.ConfigDict) -> None:
     present, value = _lookup(config, "rl.behaviour_pass")
     if present and value not in ("auto", "always"):
         raise ConfigError(f"rl.behaviour_pass={value!r}: expected 'auto' or 'always'")
+    present, value = _lookup(config, "model.attention")
+    if present and value not in ATTENTIONS:
+        raise ConfigError(f"model.attention={value!r}: expected one of {', '.join(ATTENTIONS)}")
+    if present and value == "tokamax" and importlib.util.find_spec("tokamax") is None:
+        raise ConfigError("model.attention='tokamax' needs the tokamax package: pip install -e '.[kernels]'")
     present, value = _lookup(config, "optim.mu_dtype")
     if present and value not in ("", "bfloat16"):
         raise ConfigError(f"optim.mu_dtype={value!r}: expected '' (the params' dtype) or 'bfloat16'")

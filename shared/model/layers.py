@@ -255,8 +255,11 @@ class Attention(nnx.Module):
             out = xla_attention(q, k, v, _mask(ctx, cfg, q.shape[1], k.shape[1]))
         elif ctx.implementation == "splash":
             out = splash_attention(q, k, v, ctx.segment_ids, causal=cfg.causal, sliding_window=cfg.sliding_window)
+        elif ctx.implementation == "tokamax":
+            out = self._tokamax(q, k, v)
         else:
-            raise ValueError(f"model.attention: unknown implementation {ctx.implementation!r} (xla | cudnn | splash)")
+            raise ValueError(f"model.attention: unknown implementation {ctx.implementation!r} "
+                             "(xla | cudnn | splash | tokamax)")
         out = sh.constrain(out, (sh.ACT_BATCH, sh.ACT_LENGTH, sh.ACT_HEADS, sh.ACT_HEAD_DIM))
         y = jnp.einsum("bthk,hkd->btd", out, self.o[...].astype(x.dtype))
         return (y if residual is None else residual + y), new_cache
@@ -385,6 +388,21 @@ class Attention(nnx.Module):
             window = (cfg.sliding_window - 1, 0 if cfg.causal else cfg.sliding_window - 1)
         return jax.nn.dot_product_attention(q, k, v, is_causal=cfg.causal, local_window_size=window,
                                             implementation="cudnn")
+
+    def _tokamax(self, q, k, v):
+        """tokamax's flash attention (Mosaic GPU or Triton kernels on a GPU, XLA elsewhere: the library picks), the
+        maintained alternative to cuDNN at head_dim 64 (bench/train_mfu.py --attention=tokamax compares them). Like
+        the cuDNN path it takes no segment ids."""
+        import tokamax  # optional dependency (pyproject extra "kernels"); the config check names it when missing
+        from absl import flags
+
+        if not flags.FLAGS.is_parsed():  # tokamax reads absl flags, which would otherwise parse this process's argv
+            flags.FLAGS.mark_as_parsed()
+        cfg = self.cfg
+        window = None
+        if cfg.sliding_window:
+            window = (cfg.sliding_window - 1, 0 if cfg.causal else cfg.sliding_window - 1)
+        return tokamax.dot_product_attention(q, k, v, is_causal=cfg.causal, local_window_size=window)
 
 
 # ---------------------------------------------------------------- MLP
