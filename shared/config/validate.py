@@ -63,6 +63,16 @@ NUMERIC_BOUNDS: tuple[tuple[str, float, bool], ...] = (
 ATTENTIONS = ("auto", "xla", "cudnn", "splash", "tokamax")
 # model.remat values (shared.model.transformer.REMAT_POLICIES; tests/test_model.py keeps the two lists equal)
 REMAT_MODES = ("none", "full", "dots", "dots_all", "mlp")
+# Keys that name a mode: (key, allowed values, what the one-line error says is expected). Checked where present.
+NAMED_MODES: tuple[tuple[str, tuple, str], ...] = (
+    ("rl.reward_errors", ("raise", "zero"), "'raise' or 'zero'"),
+    ("rl.behaviour_pass", ("auto", "always"), "'auto' or 'always'"),
+    ("model.attention", ATTENTIONS, "one of " + ", ".join(ATTENTIONS)),
+    ("optim.mu_dtype", ("", "bfloat16"), "'' (the params' dtype) or 'bfloat16'"),
+    ("model.remat", REMAT_MODES, "one of " + ", ".join(REMAT_MODES)),
+    ("rl.sample_draw", ("gumbel", "inverse_cdf"), "'gumbel' or 'inverse_cdf'"),
+    ("rl.rollout_mesh", ("auto", "", "data", "tensor"), "'auto', '' (the training mesh), 'data' or 'tensor'"),
+)
 # Tasks with nothing to do at train.steps=0 (RL tasks evaluate their warm start then: a table's "SFT only" arm).
 TASKS_THAT_TRAIN = ("pretrain", "sft", "rm", "mdm")
 # Keys with an upper bound too: (key, highest allowed).
@@ -209,29 +219,13 @@ def check_memory_knobs(config: ml_collections.ConfigDict) -> None:
     present, value = _lookup(config, "train.kill_signal")
     if present and str(value).upper() not in ("KILL", "TERM", "INT"):
         raise ConfigError(f"train.kill_signal={value!r}: expected KILL, TERM or INT")
-    present, value = _lookup(config, "rl.reward_errors")
-    if present and value not in ("raise", "zero"):
-        raise ConfigError(f"rl.reward_errors={value!r}: expected 'raise' or 'zero'")
-    present, value = _lookup(config, "rl.behaviour_pass")
-    if present and value not in ("auto", "always"):
-        raise ConfigError(f"rl.behaviour_pass={value!r}: expected 'auto' or 'always'")
+    for key, allowed, expected in NAMED_MODES:
+        present, value = _lookup(config, key)
+        if present and value not in allowed:
+            raise ConfigError(f"{key}={value!r}: expected {expected}")
     present, value = _lookup(config, "model.attention")
-    if present and value not in ATTENTIONS:
-        raise ConfigError(f"model.attention={value!r}: expected one of {', '.join(ATTENTIONS)}")
     if present and value == "tokamax" and importlib.util.find_spec("tokamax") is None:
         raise ConfigError("model.attention='tokamax' needs the tokamax package: pip install -e '.[kernels]'")
-    present, value = _lookup(config, "optim.mu_dtype")
-    if present and value not in ("", "bfloat16"):
-        raise ConfigError(f"optim.mu_dtype={value!r}: expected '' (the params' dtype) or 'bfloat16'")
-    present, value = _lookup(config, "model.remat")
-    if present and value not in REMAT_MODES:
-        raise ConfigError(f"model.remat={value!r}: expected one of {', '.join(REMAT_MODES)}")
-    present, value = _lookup(config, "rl.sample_draw")
-    if present and value not in ("gumbel", "inverse_cdf"):
-        raise ConfigError(f"rl.sample_draw={value!r}: expected 'gumbel' or 'inverse_cdf'")
-    present, value = _lookup(config, "rl.rollout_mesh")
-    if present and value not in ("auto", "", "data", "tensor"):
-        raise ConfigError(f"rl.rollout_mesh={value!r}: expected 'auto', '' (the training mesh), 'data' or 'tensor'")
 
 
 def check_model_dims(config: ml_collections.ConfigDict, mesh_shape: dict[str, int]) -> None:
