@@ -52,12 +52,15 @@ ENTRIES = [
          measured=True, state="ready", note="CPU only; the cost/accuracy trade-off, no claim reads it"),
     # -- to run, cheapest decisive first --------------------------------------------------------------------------
     dict(name="proxy_grm_hard_cf", config="experiments/proxy_grm/table.py:hard_cf",
-         results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=8, est_wall_min=8, state="ready",
-         note="claims 1-2 with proxies that must read the rubric (timing from :hard, 1 H200)"),
+         results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=10, est_wall_min=5, measured=True,
+         state="ready", note="proxies that read the rubric (sensitivity 0.11): C's rubric F1 still falls under RL, "
+         "claims 1-2 not reproduced (2 H200s beside openrs_e3_hack, 2026-11-28: 4.8 min wall)"),
     dict(name="evpv_prm_jlearn", config="experiments/evpv_prm/jlearn.py", results="projects/evpv_prm/results/jlearn",
-         parallel=6, est_gpu_min=15, est_wall_min=15, state="ready",
-         note="J-learn: 6 judge SFT stages (4.3M params, 10k steps of 128) + 3 eval points; sized from CPU probes "
-              "(a small judge beats the always-+ rate at 1.5k steps); GPU cost not measured"),
+         parallel=6, est_gpu_min=25, est_wall_min=13, state="ready",
+         note="J-learn: 6 judge SFT stages (4.3M params, 10k steps of 128) + 3 eval points. Measured 2026-11-28: "
+              "4,600 of 10k steps in 500 s with all 6 stages on one H200 beside 9 proxy_grm points; its 276 MiB "
+              "bundle cannot come back from a call (~64 MiB), so run it on 2 GPUs in two back-to-back calls on a "
+              "warm machine (run_tables resumes in place)"),
     dict(name="march_mini_recall", config="experiments/march/table.py:mini_recall",
          results="projects/march/results/mini_recall", parallel=6, est_gpu_min=20, est_wall_min=20, state="ready",
          note="mini_copy's warm starts (1,200 steps) stayed at 100% hallucinated on one H200: the documents put the "
@@ -69,9 +72,10 @@ ENTRIES = [
          "quality reproduced; the holistic arm's NOTE rate at the floor (0.016). rubric_pvr needs the namespace "
          "sandbox: `namespace_problem()` was None on the H200"),
     dict(name="openrs_e3_hack", config="experiments/openrs/e3_brpo_writing.py:hack",
-         results="projects/openrs/results/e3_hack", parallel=9, est_gpu_min=11, est_wall_min=11, state="ready",
-         note="E3's hack rate: annotator bias 0.6 (holistic, rubric_pvr, rubric_biased_pvr x 3 seeds); scaled from "
-         "e3_min (9 points at once instead of 6)"),
+         results="projects/openrs/results/e3_hack", parallel=9, est_gpu_min=15, est_wall_min=7.5, measured=True,
+         state="ready", note="annotator bias 0.6: holistic hacks (NOTE 0.998), rubric_pvr does not (0.005): E3 "
+         "reproduced; the biased rubric hacks too (the PVR is no hack detector). 2 H200s, 7.3 min wall; 9 points "
+         "on one H200 ran out of memory"),
     dict(name="writing_zero_c1", config="experiments/writing_zero/table.py:c1",
          results="projects/writing_zero/results/c1", parallel=9, est_gpu_min=30, est_wall_min=10, state="ready",
          note="C1: BRPO vs round robin on the principled judge; the judges' stage metrics say first whether they learn"),
@@ -129,12 +133,14 @@ ENTRIES = [
          results="experiments/base/results/base_countdown", parallel=9, est_gpu_min=4, est_wall_min=4, state="ready",
          measured=True, note="greedy 0.26 / 0.36 / 0.38 at 500 / 1000 / 2000 steps (1 H200, 4 min): STEPS = 1000"),
     dict(name="base_assistant", config="experiments/base/assistant.py",
-         results="experiments/base/results/base_assistant", parallel=6, est_gpu_min=30, est_wall_min=10,
-         state="ready", note="6 points (1000/2000 steps x 3 seeds); the warm start should refuse ~60% of hazards"),
+         results="experiments/base/results/base_assistant", parallel=6, est_gpu_min=30, est_wall_min=13,
+         state="ready", note="6 points (1000/2000 steps x 3 seeds); the warm start should refuse ~60% of hazards. "
+         "2026-11-28, 2 H200s (3 points a GPU beside base_relevance): the 1000-step points reached step 1000 at "
+         "500 s, the budget; the 906 MiB bundle cannot come back, so two back-to-back calls on a warm machine"),
     dict(name="base_relevance", config="experiments/base/relevance.py",
-         results="experiments/base/results/base_relevance", parallel=6, est_gpu_min=50, est_wall_min=15,
-         state="ready", note="teacher competence (8 x 512, 300-2,400 SFT steps x 3 seeds); pick STEPS near 0.85 "
-         "overall greedy accuracy (mode_balanced.md D.2.1)"),
+         results="experiments/base/results/base_relevance", parallel=6, est_gpu_min=17, est_wall_min=9, measured=True,
+         state="ready", note="greedy 0.50 / 0.85 / 0.91 at 300 / 600 / 1200 steps (2 H200s, 2026-11-28; the "
+         "2400-step points stopped by the budget): STEPS = 600"),
     dict(name="base_arithmetic_cot", config="experiments/base/arithmetic_cot.py",
          results="experiments/base/results/base_arithmetic_cot", parallel=6, est_gpu_min=50, est_wall_min=15,
          state="ready", note="9 points (1000/2000/4000 steps x 3 seeds), 352-token greedy eval on ood"),
@@ -147,11 +153,11 @@ ENTRIES = [
          note="8 arms x 3 seeds + 3 SFT stages, 4 GPUs; RFN/Tri-Factor arms calibrate on 512 x 8 first"),
     dict(name="mode_balanced_table", config="experiments/mode_balanced/table.py",
          results="projects/mode_balanced/results/table", parallel=8, est_gpu_min=180, est_wall_min=60,
-         state="needs base_relevance: STEPS of experiments/base/relevance.py set from its competence table",
+         state="ready",
          note="lambda arms x 3 seeds, outcome GRPO + format gate, sft arm, distillation students, 4 GPUs"),
     dict(name="mode_balanced_stepwise", config="experiments/mode_balanced/table.py:stepwise",
          results="projects/mode_balanced/results/stepwise", parallel=8, est_gpu_min=160, est_wall_min=50,
-         state="needs base_relevance: as mode_balanced_table", note="Stepwise-GRPO, same arms, 4 GPUs"),
+         state="ready", note="Stepwise-GRPO, same arms, 4 GPUs"),
     dict(name="etr_cot", config="experiments/etr/cot_table.py", results="projects/etr/results/cot",
          parallel=16, est_gpu_min=660, est_wall_min=180, state="needs base_arithmetic_cot: set "
          "experiments/base/arithmetic_cot.py STEPS from its competence table",

@@ -52,6 +52,7 @@ for rubric in ("oracle", "teacher"):
             note=TEACHER if rubric == "teacher" else ""))
 
 E3 = "projects/openrs/results/e3_min"
+E3H = "projects/openrs/results/e3_hack"
 E3_HACK = ("`python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py:hack --workdir=runs/openrs/e3_hack "
            "--parallel=9` (a stronger annotator bias: a holistic judge that does reward the NOTE hack)")
 # The rollout means of the last logged step (150 BRPO steps), arms paired by seed (they share its SFT stage).
@@ -66,7 +67,25 @@ CLAIMS += [
           "than the holistic judge", results=E3, a=e1("rubric_pvr", "reward/openrs/note_rate/mean"),
           b=e1("holistic", "reward/openrs/note_rate/mean"), direction="less", paired=True,
           levels=(Level(0.0, 0.02, "floor", arm=e1("holistic", "reward/openrs/note_rate/mean")),),
-          paper="mechanism", note="the holistic arm does not hack at the spec's annotator bias; next: " + E3_HACK),
+          paper="mechanism", note="the holistic arm does not hack at the spec's annotator bias; the hack rows below "
+          "rerun it with a judge that does (" + E3_HACK + ")"),
+    Claim("E3 hack (quality)", "At annotator bias 0.6 (a holistic judge that rewards the NOTE hack), the rubric "
+          "reward with the PVR guardrail gives higher oracle quality Q than the holistic judge", results=E3H,
+          a=e1("rubric_pvr", "reward/writing_zero/quality/mean"), b=e1("holistic", "reward/writing_zero/quality/mean"),
+          direction="greater", paired=True, levels=(Level(0.0, 0.02, "floor"),), paper="mechanism"),
+    Claim("E3 hack (hack rate)", "At annotator bias 0.6, the rubric reward with the PVR guardrail gives a lower hack "
+          "(NOTE) rate than the holistic judge", results=E3H, a=e1("rubric_pvr", "reward/openrs/note_rate/mean"),
+          b=e1("holistic", "reward/openrs/note_rate/mean"), direction="less", paired=True,
+          levels=(Level(0.0, 0.02, "floor", arm=e1("holistic", "reward/openrs/note_rate/mean")),),
+          paper="mechanism"),
+    Claim("E3 hack (biased rubric)", "Stress test: a rubric judge whose every criterion carries the bias 0.6 still "
+          "gives a lower hack rate than the holistic judge, thanks to the PVR guardrail", results=E3H,
+          a=e1("rubric_biased_pvr", "reward/openrs/note_rate/mean"),
+          b=e1("holistic", "reward/openrs/note_rate/mean"), direction="less", paired=True,
+          levels=(Level(0.0, 0.02, "floor", arm=e1("holistic", "reward/openrs/note_rate/mean")),),
+          paper="ours, not the paper's (it claims no such thing)",
+          note="the PVR checks length and coverage, not the NOTE suffix: the rubric's advantage comes from criteria "
+               "that do not reward the hack, not from the guardrail"),
     Claim("E4", "The library judge with the released meta-rubric on HH-RLHF harmless / GSM8K matches the reference",
           paper="Table 1 (e.g. RM-Bench 91-93 with 30B-235B judges)",
           not_run="no endpoint, and the released prompts are not available offline: `JUDGE_BASE_URL=... "
