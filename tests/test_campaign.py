@@ -113,3 +113,28 @@ def test_gpu_names_are_those_the_process_was_given(monkeypatch):
     assert hardware.visible_gpus() == ["0", "1", "2", "3"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     assert hardware.gpu_names() == ["NVIDIA H102", "NVIDIA H103"] and hardware.visible_gpus() == ["2", "3"]
+
+
+def test_results_are_packed_small_and_large_bundles_stay_on_the_machine(tmp_path):
+    import tarfile
+
+    work, bundles, out = tmp_path / "w", tmp_path / "b", tmp_path / "out"
+    (work / "a" / "point" / "checkpoints").mkdir(parents=True)
+    (work / "a" / "results.csv").write_text("name,x\np,1\n")
+    (work / "a" / "manifest.json").write_text("{}")
+    (work / "a" / "point" / "checkpoints" / "big").write_bytes(b"0" * 1000)
+    (work / "b").mkdir()
+    entries = [_entry("a"), _entry("b"), _entry("never_ran")]
+    paths = campaign.pack_results(entries, str(work), str(out))
+    assert [os.path.basename(p) for p in paths] == ["a.results.tar.gz", "b.results.tar.gz"]
+    with tarfile.open(paths[0]) as tar:
+        assert sorted(tar.getnames()) == ["manifest.json", "results.csv"]   # top-level files only, no checkpoints
+
+    bundles.mkdir()
+    for part in ("a.tar.gz.part000", "a.tar.gz.part001"):
+        (bundles / part).write_bytes(b"0" * 2**20)          # 2 MiB in all: over a 1.5 MiB limit
+    (bundles / "b.tar.gz").write_bytes(b"0" * 2**19)        # 0.5 MiB: stays
+    held = campaign.hold_large_bundles(entries, str(work), str(bundles), 1.5)
+    assert held == {"a": 2.0}
+    assert sorted(os.listdir(bundles)) == ["b.tar.gz"]
+    assert sorted(os.listdir(work / "a.bundle")) == ["a.tar.gz.part000", "a.tar.gz.part001"]

@@ -3,7 +3,8 @@ carries the next ones across short machine leases.
 
     python -m shared.sweep.campaign --campaign=experiments/campaign.py --write        # regenerate CAMPAIGN.md
     python -m shared.sweep.campaign --campaign=experiments/campaign.py --next=2 \\
-        --time_budget_s=540 --bundle_dir=BUNDLES --work_root=/tmp/campaign [--bundle_part_mb=15] [--bundle_partial]
+        --time_budget_s=540 --bundle_dir=BUNDLES --work_root=/tmp/campaign [--bundle_part_mb=15] [--bundle_partial] \
+        [--results_dir=OUT --bundle_max_mb=40]
     python -m shared.sweep.campaign --campaign=experiments/campaign.py --run=proxy_grm_hard,march_mini_copy ...
 
 The campaign file defines `ENTRIES`: dicts with name, config ("experiments/<p>/<t>.py:variant"), results (the
@@ -17,6 +18,8 @@ robin), so concurrent tables do not all start their first points on GPU 0; each 
 block, `parallel` at a time. Each continues from `<bundle_dir>/<name>.tar.gz` if it exists and writing its
 bundle back there when its time budget ends (shared/sweep/bundle.py), so the next machine picks up where this one
 stopped; finished stages are never retrained. Copy a finished sweep's results into its `results` folder and commit.
+On a lent machine that returns little (experiments/CAMPAIGN.md): `--results_dir=$OUT` packs each table's results
+small, and `--bundle_max_mb` keeps bundles too large to return on the machine, for a next call while it is warm.
 """
 from __future__ import annotations
 
@@ -187,6 +190,49 @@ def run(entries: list[dict], work_root: str, bundle_dir: str, time_budget_s: flo
     return codes
 
 
+def pack_results(entries: list[dict], work_root: str, results_dir: str) -> list[str]:
+    """<results_dir>/<name>.results.tar.gz per table: the top-level files of its workdir (results.csv / .md, the plot,
+    manifest.json), what the entry's results folder takes; small enough to come back from any machine."""
+    import tarfile
+
+    os.makedirs(results_dir, exist_ok=True)
+    written = []
+    for entry in entries:
+        workdir = os.path.join(work_root, entry["name"])
+        if not os.path.isdir(workdir):
+            continue
+        path = os.path.join(results_dir, f"{entry['name']}.results.tar.gz")
+        with tarfile.open(path, "w:gz") as tar:
+            for name in sorted(os.listdir(workdir)):
+                if os.path.isfile(os.path.join(workdir, name)):
+                    tar.add(os.path.join(workdir, name), arcname=name)
+        written.append(path)
+    return written
+
+
+def hold_large_bundles(entries: list[dict], work_root: str, bundle_dir: str, max_mb: float) -> dict[str, float]:
+    """Moves a table's bundle larger than `max_mb` (all its parts) out of `bundle_dir` into <work_root>/<name>.bundle:
+    a lent machine returns only so much (about 64 MiB a call), so such a table goes on where it is, the next call
+    on the still-warm machine resuming its workdir in place. Returns {name: MiB} of the bundles held back."""
+    import glob
+    import shutil
+
+    held = {}
+    for entry in entries:
+        parts = sorted(glob.glob(os.path.join(bundle_dir, f"{glob.escape(entry['name'])}.tar.gz*")))
+        size_mb = sum(os.path.getsize(p) for p in parts) / 2**20
+        if parts and size_mb > max_mb:
+            keep = os.path.join(work_root, f"{entry['name']}.bundle")
+            os.makedirs(keep, exist_ok=True)
+            for part in parts:
+                shutil.move(part, os.path.join(keep, os.path.basename(part)))
+            held[entry["name"]] = size_mb
+            print(f"[campaign] {entry['name']}: bundle of {size_mb:.0f} MiB > --bundle_max_mb={max_mb:g}, kept in "
+                  f"{keep}; go on with the same command on this machine while it is warm (the workdir resumes in "
+                  f"place)", flush=True)
+    return held
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shared.sweep.campaign", description=__doc__.split("\n")[0])
     parser.add_argument("--campaign", required=True)
@@ -200,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bundle_part_mb", type=float, default=None)
     parser.add_argument("--bundle_partial", action="store_true",
                         help="also carry the latest checkpoint of points stopped mid-run (larger bundles)")
+    parser.add_argument("--results_dir", default=None,
+                        help="also write <name>.results.tar.gz per table (its tables, plot and manifest) here")
+    parser.add_argument("--bundle_max_mb", type=float, default=None,
+                        help="keep a larger bundle on this machine instead of in --bundle_dir (what a call returns "
+                             "is limited)")
     args = parser.parse_args(argv)
     try:
         entries = load_entries(args.campaign)
@@ -216,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         print("[campaign] nothing ready to run")
         return 0
     codes = run(chosen, args.work_root, args.bundle_dir, args.time_budget_s, args.bundle_part_mb, args.bundle_partial)
+    if args.results_dir:
+        pack_results(chosen, args.work_root, args.results_dir)
+    if args.bundle_max_mb is not None:
+        hold_large_bundles(chosen, args.work_root, args.bundle_dir, args.bundle_max_mb)
     return 0 if all(c == 0 for c in codes.values()) else 1
 
 
