@@ -56,10 +56,12 @@ def get_sweep(arg=None):
     if arg not in (None, "smoke"):
         raise ValueError(f"{THIS}: unknown sweep variant {arg!r} (known: smoke)")
     suffix = "_smoke" if arg == "smoke" else ""
+    overrides = {"train.init_from": "run:{stage:sft}", "proxy_grm.proxy_run": "{stage:proxy}"}
+    if arg == "smoke":  # evaluator (a) is the training proxy here, so the smoke reports every metric (transfer_a too)
+        overrides["proxy_grm.eval_proxy_run"] = "{stage:proxy}"
     return dict(
         name="proxy_grm_pipeline",
         stages=[dict(name="proxy", arg="proxy_sft" + suffix), dict(name="sft", arg="grm_sft" + suffix)],
-        points=[dict(name="C", arg="grm_C" + suffix, overrides={"train.init_from": "run:{stage:sft}",
-                                                                "proxy_grm.proxy_run": "{stage:proxy}"})],
+        points=[dict(name="C", arg="grm_C" + suffix, overrides=overrides)],
         columns=["grm/id_acc_before", "grm/id_acc", "grm/id_rubric_f1", "grm/id_format"],
     )

@@ -1,8 +1,11 @@
 """The Proxy-GRM pipeline: the proxy reward on hand-made rubrics (with a rubric-following scorer, so the numbers are
 known), the trained proxy's scorer mechanics, the GRM evaluation metrics by hand, and an end-to-end smoke on 8 CPU
-devices: Proxy-SFT -> GRM cold-start SFT -> GRPO with r_acc + r_proxy + 0.5 r_fmt (through shared.launch)."""
+devices: Proxy-SFT -> GRM cold-start SFT -> GRPO with r_acc + r_proxy + 0.5 r_fmt (the pipeline's `:smoke`, one
+launch in a fresh process)."""
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,7 +16,6 @@ from projects.proxy_grm import rubricworld as rw
 from projects.proxy_grm.grm import output_metrics, with_proxy_run
 from projects.proxy_grm.proxy import ProxyScorer, proxy_reward_fn, rubric_text, scorer_for
 from shared.judges.rubric_format import extract_rubric
-from shared.launch import run
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SPEC = os.path.join(REPO, "experiments/proxy_grm/smoke_pipeline.py")
@@ -80,19 +82,39 @@ def test_table_variants():
     assert d["overrides"]["proxy_grm.proxy_run"] == "{stage:proxy_rl_s1}" and d["arg"] == "grm_D"
 
 
+def launch(*args, timeout=1500):
+    """shared.launch in a fresh process, as on a fresh machine (no fake-device flags from this test process)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    env["PYTHONPATH"] = REPO
+    return subprocess.run([sys.executable, "-m", "shared.launch", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-    root = tmp_path_factory.mktemp("proxy_grm")
-    proxy, sft, grm = (str(root / name) for name in ("proxy", "sft", "grm"))
-    common = ["train.async_checkpoint=False"]
-    run(f"{SPEC}:proxy_sft_smoke", proxy, common)
-    run(f"{SPEC}:grm_sft_smoke", sft, common + ["data.greedy_eval_examples=0"])
-    summary = run(f"{SPEC}:grm_C_smoke", grm, common + [
-        f"train.init_from=run:{sft}", f"proxy_grm.proxy_run={proxy}", f"proxy_grm.eval_proxy_run={proxy}",
-        "train.steps=1", "rl.prompts_per_step=2", "rl.group_size=4", "rl.n_eval=0", "proxy_grm.eval.n=4",
-        "proxy_grm.eval.max_new_tokens=8",
-        "rl.kl_coef=0.0"])     # CI time: no reference policy to compile (the k3 KL path is tested in tests/)
-    return dict(proxy=proxy, sft=sft, grm=grm, summary=summary)
+    """The pipeline's `:smoke` launched alone (its stages, then arm C reading both, as one launch): CI's one run of
+    it, which the tests below read."""
+    workdir = tmp_path_factory.mktemp("proxy_grm") / "pg"
+    result = launch(f"--config={SPEC}:smoke", f"--workdir={workdir}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    grm = str(workdir / "C")
+    return dict(workdir=workdir, result=result, proxy=str(workdir / "stages" / "proxy"),
+                sft=str(workdir / "stages" / "sft"), grm=grm,
+                summary=json.load(open(os.path.join(grm, "summary.json"))))
+
+
+def test_the_pipeline_smoke_runs_its_stages_then_the_arm(pipeline):
+    workdir, result = pipeline["workdir"], pipeline["result"]
+    for folder in ("stages/proxy", "stages/sft", "C"):
+        assert (workdir / folder / "summary.json").exists(), folder
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["sweep/points"] == 3 and summary["C/grm/id_acc"] == pipeline["summary"]["grm/id_acc"]
+    config = json.loads((workdir / "C" / "config.json").read_text())  # the arm read both stages
+    assert config["train"]["init_from"] == f"run:{workdir / 'stages' / 'sft'}"
+    assert config["proxy_grm"]["proxy_run"] == str(workdir / "stages" / "proxy")
+    assert "warm start from" in (workdir / "C" / "log.txt").read_text()
+    assert "[done]" in result.stdout and "final metrics" not in result.stdout
+    assert (workdir / "results.md").exists() and (workdir / "manifest.json").exists()
 
 
 def test_end_to_end_sft_then_grpo_with_the_proxy_reward(pipeline):
@@ -111,7 +133,9 @@ def test_end_to_end_sft_then_grpo_with_the_proxy_reward(pipeline):
                 + 0.5 * step["reward/genrm/format/mean"])
     assert step["rl/reward_mean"] == pytest.approx(expected, abs=1e-6)
     assert step["reward/proxy_grm/proxy/weight"] == 1.0 and step["reward/genrm/format/weight"] == 0.5
-    assert step["reward/proxy_grm/proxy/mean"] in np.linspace(-1, 1, 9)      # 8 rollouts of +-1
+    config = json.load(open(os.path.join(pipeline["grm"], "config.json")))
+    rollouts = config["rl"]["prompts_per_step"] * config["rl"]["group_size"]
+    assert step["reward/proxy_grm/proxy/mean"] in np.linspace(-1, 1, rollouts + 1)      # rollouts of +-1
 
 
 def test_trained_proxy_scorer_is_batch_invariant(pipeline):
