@@ -204,16 +204,18 @@ def evaluate(verdicts: np.ndarray, pairs) -> dict:
 def run(config, workdir: str) -> dict:
     """The task openrs/e2_rubricworld: config.openrs.{arm: holistic | criterion, rubric: oracle | teacher,
     weights: matched | openrs, train_sizes (a list: one model per size, on prefixes of one train stream), n_test,
-    hidden, steps, batch, lr}; config.seed (data, init, teacher). Summary keys "n<size>/<split>/<metric>"."""
+    hidden, steps, batch, lr, type_inference: spec | combo (the world)}; config.seed (data, init, teacher). Summary keys "n<size>/<split>/<metric>"."""
     from shared.train import write_summary
 
     o = config.openrs
     start = time.perf_counter()
     seed = int(config.seed)
-    world = rw.make_world(0)
+    type_inference = str(o.get("type_inference", "spec"))   # "combo": the harder world (rubricworld.py)
+    world = rw.make_world(0, type_inference)
     sizes = [int(n) for n in o.train_sizes]
-    stream = rw.generate_pairs(max(sizes), seed, split="train", stream="openrs/e2")
-    tests = {split: rw.generate_pairs(int(o.n_test), seed, split=split, stream="openrs/e2")
+    stream = rw.generate_pairs(max(sizes), seed, split="train", stream="openrs/e2", type_inference=type_inference)
+    tests = {split: rw.generate_pairs(int(o.n_test), seed, split=split, stream="openrs/e2",
+                                      type_inference=type_inference)
              for split in ("test", "ood")}
     options = dict(hidden=int(o.hidden), steps=int(o.steps), batch=int(o.batch), lr=float(o.lr), seed=seed)
     if o.arm not in ("holistic", "criterion"):
