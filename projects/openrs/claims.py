@@ -1,9 +1,10 @@
 """The claims of the OpenRS ledger (spec section 4: mechanisms), as data for
 `python -m shared.stats.ledger --project openrs`, which writes the README's ledger table and results/ledger.json.
 
-E1 (results/e1_simulation) and E2 (results/e2_rubricworld): all arms of a seed share the simulation draws (E1) or the
-data and test sets (E2), so differences are paired by seed. In E2 a holistic judge within 0.03 of accuracy 1.0
-leaves no room for the claimed +3 points: it sits at the ceiling.
+E1 (results/e1_simulation) and E2 (results/e2_rubricworld; results/e2_combo in the harder combo world): all arms of a
+seed share the simulation draws (E1) or the data and test sets (E2), so differences are paired by seed. In E2 a
+holistic judge within 0.03 of accuracy 1.0 leaves no room for the claimed +3 points: it sits at the ceiling; one
+within 0.05 of 0.5 sits at chance.
 """
 from shared.stats.claims import Arm, Claim, Level
 
@@ -41,15 +42,18 @@ CLAIMS.append(e1_claim("E1 pointwise control (e 0.2)", "The condition matters: w
                        note="the converse of the spec's condition, a check that the condition is what matters"))
 
 TEACHER = "the teacher rubric is the programmatic teacher's, corrupted at its rate (spec §4.2)"
-for rubric in ("oracle", "teacher"):
-    for n in ("1000", "3000", "10000"):
-        metric = f"n{n}/ood/accuracy"
-        CLAIMS.append(Claim(
-            f"E2 ({rubric}, {n} pairs)", f"Criterion-wise + external aggregation ≥ holistic + 3 points on RubricWorld "
-            f"OOD, {rubric} rubric, {n} training pairs", results=E2, a=e1(f"criterion_{rubric}", metric),
-            b=e1("holistic", metric), direction="greater", margin=0.03, paired=True,
-            levels=(Level(1.0, 0.03, "ceiling", arm=e1("holistic", metric)),), paper="mechanism",
-            note=TEACHER if rubric == "teacher" else ""))
+E2_COMBO = "projects/openrs/results/e2_combo"
+for world, results, label in (("", E2, ""), (" (combo world)", E2_COMBO, "combo, ")):
+    for rubric in ("oracle", "teacher"):
+        for n in ("1000", "3000", "10000"):
+            metric = f"n{n}/ood/accuracy"
+            holistic = e1("holistic", metric)
+            CLAIMS.append(Claim(
+                f"E2 ({label}{rubric}, {n} pairs)", f"Criterion-wise + external aggregation ≥ holistic + 3 points on "
+                f"RubricWorld{world} OOD, {rubric} rubric, {n} training pairs", results=results,
+                a=e1(f"criterion_{rubric}", metric), b=holistic, direction="greater", margin=0.03, paired=True,
+                levels=(Level(1.0, 0.03, "ceiling", arm=holistic), Level(0.5, 0.05, "chance", arm=holistic)),
+                paper="mechanism", note=TEACHER if rubric == "teacher" else ""))
 
 E3 = "projects/openrs/results/e3_min"
 E3H = "projects/openrs/results/e3_hack"
