@@ -58,6 +58,10 @@ ENTRIES = [
          results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=10, est_wall_min=5, measured=True,
          state="ready", note="proxies that read the rubric (sensitivity 0.11): C's rubric F1 still falls under RL, "
          "claims 1-2 not reproduced (2 H200s beside openrs_e3_hack, 2026-11-28: 4.8 min wall)"),
+    dict(name="proxy_grm_hard_cf_big", config="experiments/proxy_grm/table.py:hard_cf_big",
+         results="projects/proxy_grm/results/hard_cf_big", parallel=9, est_gpu_min=12, est_wall_min=6,
+         state="ready", note="hard_cf with proxies trained on 12k pairs for 2,400 steps (spec 1.5k / 600; CPU probe: "
+         "accuracy 0.916 with the true rubric, sensitivity 0.367); timing scaled from hard_cf on 2 H200s"),
     dict(name="evpv_prm_jlearn", config="experiments/evpv_prm/jlearn.py", results="projects/evpv_prm/results/jlearn",
          parallel=6, est_gpu_min=25, est_wall_min=13, state="ready",
          note="J-learn: 6 judge SFT stages (4.3M params, 10k steps of 128) + 3 eval points. Measured 2026-11-28: "
