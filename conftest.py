@@ -12,3 +12,14 @@ REPO_ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, REPO_ROOT)
 
 REFERENCE_DATA = os.path.join(REPO_ROOT, "..", "shared", "data")
+
+
+def launch_fresh(*args: str, timeout: float = 1500):
+    """`python -m shared.launch ARGS` in a new process as on a fresh machine: without this process's fake-device and
+    platform flags (the launcher sets what the config's mesh needs). Returns the CompletedProcess (text output)."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    env["PYTHONPATH"] = REPO_ROOT
+    return subprocess.run([sys.executable, "-m", "shared.launch", *args], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)

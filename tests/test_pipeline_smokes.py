@@ -5,25 +5,14 @@ tests/test_experiments.py builds and validates every `:smoke`; launching all of 
 launched where their tests read them (the proxy_grm one: projects/proxy_grm/tests/test_pipeline.py); this file
 checks that such a run launched alone refuses in one line naming the commands.
 """
-import os
-import subprocess
-import sys
-
-from conftest import REPO_ROOT as REPO  # noqa: E402
+from conftest import launch_fresh
 
 PIPELINE = "experiments/proxy_grm/smoke_pipeline.py"
 
 
-def launch(*args, timeout=1500):
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}  # as on a fresh machine
-    env["PYTHONPATH"] = REPO
-    return subprocess.run([sys.executable, "-m", "shared.launch", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
 def test_a_run_that_needs_earlier_runs_says_so_in_one_line(tmp_path):
     workdir = tmp_path / "C"
-    result = launch(f"--config={PIPELINE}:grm_C_smoke", f"--workdir={workdir}")
+    result = launch_fresh(f"--config={PIPELINE}:grm_C_smoke", f"--workdir={workdir}")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: this GRM arm starts from earlier runs"), result.stderr

@@ -63,12 +63,13 @@ NUMERIC_BOUNDS: tuple[tuple[str, float, bool], ...] = (
 ATTENTIONS = ("auto", "xla", "cudnn", "splash", "tokamax")
 # model.remat values (shared.model.transformer.REMAT_POLICIES; tests/test_model.py keeps the two lists equal)
 REMAT_MODES = ("none", "full", "dots", "dots_all", "mlp")
+MU_DTYPES = ("", "bfloat16")   # optim.mu_dtype (shared.train.optim.adamw): "" = the params' dtype
 # Keys that name a mode: (key, allowed values, what the one-line error says is expected). Checked where present.
 NAMED_MODES: tuple[tuple[str, tuple, str], ...] = (
     ("rl.reward_errors", ("raise", "zero"), "'raise' or 'zero'"),
     ("rl.behaviour_pass", ("auto", "always"), "'auto' or 'always'"),
     ("model.attention", ATTENTIONS, "one of " + ", ".join(ATTENTIONS)),
-    ("optim.mu_dtype", ("", "bfloat16"), "'' (the params' dtype) or 'bfloat16'"),
+    ("optim.mu_dtype", MU_DTYPES, "'' (the params' dtype) or 'bfloat16'"),
     ("model.remat", REMAT_MODES, "one of " + ", ".join(REMAT_MODES)),
     ("rl.sample_draw", ("gumbel", "inverse_cdf"), "'gumbel' or 'inverse_cdf'"),
     ("rl.rollout_mesh", ("auto", "", "data", "tensor"), "'auto', '' (the training mesh), 'data' or 'tensor'"),

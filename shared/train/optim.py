@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from shared.config.validate import MU_DTYPES
 from shared.registry import OPTIMIZERS, SCHEDULES
 
 WEIGHT_DECAY_MASKS = ("matrices", "all", "none")
@@ -246,9 +247,6 @@ def lr_at(schedule: optax.Schedule | float, step: int) -> float:
 # `weight_decay_mask` is what optax's `mask=` takes: a tree of bools shaped like params, a function from
 # params to such a tree, or None (decay every leaf). Weight decay is decoupled (AdamW): the update gains
 # -lr * weight_decay * param, outside the moment estimates, so it follows the lr schedule as in PyTorch/optax.
-
-MU_DTYPES = ("", "bfloat16")   # optim.mu_dtype: "" = the params' dtype
-
 
 @OPTIMIZERS.register("adamw")
 def adamw(optim_cfg, learning_rate, weight_decay_mask) -> optax.GradientTransformation:

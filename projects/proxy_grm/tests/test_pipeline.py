@@ -4,8 +4,6 @@ devices: Proxy-SFT -> GRM cold-start SFT -> GRPO with r_acc + r_proxy + 0.5 r_fm
 launch in a fresh process)."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,7 +15,8 @@ from projects.proxy_grm.grm import output_metrics, with_proxy_run
 from projects.proxy_grm.proxy import ProxyScorer, proxy_reward_fn, rubric_text, scorer_for
 from shared.judges.rubric_format import extract_rubric
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from conftest import REPO_ROOT as REPO, launch_fresh
+
 SPEC = os.path.join(REPO, "experiments/proxy_grm/smoke_pipeline.py")
 WORLD = rw.make_world(0)
 
@@ -82,20 +81,12 @@ def test_table_variants():
     assert d["overrides"]["proxy_grm.proxy_run"] == "{stage:proxy_rl_s1}" and d["arg"] == "grm_D"
 
 
-def launch(*args, timeout=1500):
-    """shared.launch in a fresh process, as on a fresh machine (no fake-device flags from this test process)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
-    env["PYTHONPATH"] = REPO
-    return subprocess.run([sys.executable, "-m", "shared.launch", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
     """The pipeline's `:smoke` launched alone (its stages, then arm C reading both, as one launch): CI's one run of
     it, which the tests below read."""
     workdir = tmp_path_factory.mktemp("proxy_grm") / "pg"
-    result = launch(f"--config={SPEC}:smoke", f"--workdir={workdir}")
+    result = launch_fresh(f"--config={SPEC}:smoke", f"--workdir={workdir}")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     grm = str(workdir / "C")
     return dict(workdir=workdir, result=result, proxy=str(workdir / "stages" / "proxy"),
