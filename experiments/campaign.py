@@ -59,15 +59,15 @@ ENTRIES = [
          state="ready", note="proxies that read the rubric (sensitivity 0.11): C's rubric F1 still falls under RL, "
          "claims 1-2 not reproduced (2 H200s beside openrs_e3_hack, 2026-11-28: 4.8 min wall)"),
     dict(name="proxy_grm_hard_cf_big", config="experiments/proxy_grm/table.py:hard_cf_big",
-         results="projects/proxy_grm/results/hard_cf_big", parallel=9, est_gpu_min=12, est_wall_min=6,
-         state="ready", note="hard_cf with proxies trained on 12k pairs for 2,400 steps (spec 1.5k / 600; CPU probe: "
-         "accuracy 0.916 with the true rubric, sensitivity 0.367); timing scaled from hard_cf on 2 H200s"),
+         results="projects/proxy_grm/results/hard_cf_big", parallel=9, est_gpu_min=12, est_wall_min=6, measured=True,
+         state="ready", note="hard_cf with proxies trained on 12k pairs for 2,400 steps (sensitivity 0.32): C still "
+         "no better than B in rubric F1, transfer or OOD accuracy, claims 1-2 not reproduced (2 H200s beside "
+         "evpv_prm_jlearn, 2026-11-28: 6 min wall)"),
     dict(name="evpv_prm_jlearn", config="experiments/evpv_prm/jlearn.py", results="projects/evpv_prm/results/jlearn",
-         parallel=6, est_gpu_min=25, est_wall_min=13, state="ready",
-         note="J-learn: 6 judge SFT stages (4.3M params, 10k steps of 128) + 3 eval points. Measured 2026-11-28: "
-              "4,600 of 10k steps in 500 s with all 6 stages on one H200 beside 9 proxy_grm points; its 276 MiB "
-              "bundle cannot come back from a call (~64 MiB), so run it on 2 GPUs in two back-to-back calls on a "
-              "warm machine (run_tables resumes in place)"),
+         parallel=6, est_gpu_min=17, est_wall_min=8.5, measured=True, state="ready",
+         note="J-learn: 6 judge SFT stages (4.3M params, 10k steps of 128) + 3 eval points; 2 H200s, 2026-11-28: the "
+              "stages ~480 s each, 3 on a GPU, evaluation 10 s. The learned judges reach macro-F1 0.65 but not the "
+              "premise check (recall 0.38 against J-sim's 0.98): claims (i) not reproduced"),
     dict(name="march_mini_recall", config="experiments/march/table.py:mini_recall",
          results="projects/march/results/mini_recall", parallel=6, est_gpu_min=20, est_wall_min=20, state="ready",
          note="mini_copy's warm starts (1,200 steps) stayed at 100% hallucinated on one H200: the documents put the "
@@ -84,11 +84,16 @@ ENTRIES = [
          "reproduced; the biased rubric hacks too (the PVR is no hack detector). 2 H200s, 7.3 min wall; 9 points "
          "on one H200 ran out of memory"),
     dict(name="writing_zero_c1", config="experiments/writing_zero/table.py:c1",
-         results="projects/writing_zero/results/c1", parallel=9, est_gpu_min=30, est_wall_min=10, state="ready",
-         note="C1: BRPO vs round robin on the principled judge; the judges' stage metrics say first whether they learn"),
+         results="projects/writing_zero/results/c1", parallel=9, est_gpu_min=10, est_wall_min=5, measured=True,
+         state="ready", note="C1: BRPO gains 74% of round robin's Q at 400 steps, still rising; R8 does not stall "
+         "(2 H200s, 2026-11-28: 4.9 min wall)"),
+    dict(name="writing_zero_c1_long", config="experiments/writing_zero/table.py:c1_long",
+         results="projects/writing_zero/results/c1_long", parallel=9, est_gpu_min=30, est_wall_min=15, state="ready",
+         note="C1 at 1,200 RL steps (3x c1's measured points; the warm starts recomputed, ~1 min)"),
     dict(name="writing_zero_c2", config="experiments/writing_zero/table.py:c2",
-         results="projects/writing_zero/results/c2", parallel=9, est_gpu_min=40, est_wall_min=12, state="ready",
-         note="C2: GRPO on the biased scalar RM vs BRPO on the principled judge"),
+         results="projects/writing_zero/results/c2", parallel=9, est_gpu_min=9, est_wall_min=4.6, measured=True,
+         state="ready", note="C2: R1 on the biased RM loses its Q through length, not the NOTE suffix; R3 holds "
+         "(2 H200s, 2026-11-28: 4.6 min wall)"),
     dict(name="openrs_e3", config="experiments/openrs/e3_brpo_writing.py", results="projects/openrs/results/e3",
          parallel=8, est_gpu_min=40, est_wall_min=10, state="ready", note="4 judges x 3 seeds, 4 H100s"),
     dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",

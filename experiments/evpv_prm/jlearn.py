@@ -14,9 +14,8 @@ BoN@k ungated / gated) for the learned judges, and J-sim's on the same candidate
     python -m shared.sweep --config=experiments/evpv_prm/jlearn.py --workdir=runs/evpv_prm/jlearn --parallel=6
     python -m shared.sweep --config=experiments/evpv_prm/jlearn.py:smoke --workdir=runs/evpv_prm/jlearn_smoke
 
-Hardware: one GPU (6 stages of 4.3M parameters, then 3 evaluation points). Not run yet; the CPU probe and the cost
-estimate are in projects/evpv_prm/README.md ("J-learn"). Results as shared.sweep writes them:
-projects/evpv_prm/results/jlearn/.
+Hardware: one GPU (6 stages of 4.3M parameters, then 3 evaluation points); measured on 2 H200s (3 stages a GPU,
+~480 s each). Results as shared.sweep writes them: projects/evpv_prm/results/jlearn/.
 Variants of get_config: judge_plain, judge_evpv, eval (each with _smoke); "smoke" is the smoke table as one launch.
 """
 from projects.evpv_prm.config import JUDGE_ARMS, judge_sft_config, jlearn_eval_config

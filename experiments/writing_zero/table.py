@@ -5,6 +5,9 @@ ConstraintWriting, 3 seeds, judged against claims C1 and C2 of spec 4.6 in proje
     python -m shared.sweep --config=experiments/writing_zero/table.py:smoke --workdir=/tmp/wz_smoke   # CI-sized
     # C1 alone (oracle judge: no judge or RM stages needed; 3 warm starts + 9 points):
     python -m shared.sweep --config=experiments/writing_zero/table.py:c1 --workdir=runs/writing_zero/c1 --parallel=9
+    # C1 at 1,200 RL steps instead of 400 (R6 was still rising at 400; does R8's all-win share go to 1?):
+    python -m shared.sweep --config=experiments/writing_zero/table.py:c1_long --workdir=runs/writing_zero/c1_long \
+        --parallel=9
     # C2 alone (R1, R2, R3 x 3 seeds; 12 stages + 9 points):
     python -m shared.sweep --config=experiments/writing_zero/table.py:c2 --workdir=runs/writing_zero/c2 --parallel=9
 
@@ -46,7 +49,8 @@ from projects.writing_zero.config import (ARMS, judge_config, judge_rl_config, r
 SEEDS = (0, 1, 2)
 STAGE_VARIANTS = ("warm_start", "judge_plain", "judge_principled", "judge_rl", "rm")
 VARIANTS = (*ARMS, *STAGE_VARIANTS)          # every variant is built and validated in CI (tests/test_experiments.py)
-SWEEP_VARIANTS = ("c1", "c2")
+SWEEP_VARIANTS = ("c1", "c2", "c1_long")
+LONG_STEPS = 1200   # c1_long: at 400 steps BRPO (R6) was still rising (its peak Q at its last evaluation)
 C1_ARMS = ("R6", "R7", "R8")
 C2_ARMS = ("R1", "R2", "R3")
 COLUMNS = ["wz/q_final", "wz/q_before", "wz/q_peak", "wz/q_drop", "wz/q_greedy", "wz/q1_greedy", "wz/note_rate",
@@ -87,9 +91,11 @@ def stages_for(seed: int, suffix: str, arms) -> list[dict]:
     return stages
 
 
-def point(arm: str, seed: int, suffix: str) -> dict:
+def point(arm: str, seed: int, suffix: str, steps: int | None = None) -> dict:
     source = ARMS[arm][1]
     overrides = {"seed": seed, "train.init_from": f"run:{{stage:zero_s{seed}}}"}
+    if steps:
+        overrides["train.steps"] = steps
     if source in ("plain", "principled"):
         overrides["writing_zero.judge_run"] = f"{{stage:judge_{source}_s{seed}}}"
     if source == "rm":
@@ -104,9 +110,11 @@ def get_sweep(arg=None):
     smoke = arg == "smoke"
     suffix = "_smoke" if smoke else ""
     seeds = SEEDS[:1] if smoke else SEEDS
-    arms = C1_ARMS if arg == "c1" else C2_ARMS if arg == "c2" else tuple(ARMS)
+    arms = C1_ARMS if arg in ("c1", "c1_long") else C2_ARMS if arg == "c2" else tuple(ARMS)
+    steps = LONG_STEPS if arg == "c1_long" else None
     stages = [s for seed in seeds for s in stages_for(seed, suffix, arms)]
-    points = [point(arm, seed, suffix) for arm in arms for seed in seeds]
-    name = {"c1": "writing_zero_c1", "c2": "writing_zero_c2", "smoke": "writing_zero_smoke"}.get(arg, "writing_zero")
+    points = [point(arm, seed, suffix, steps) for arm in arms for seed in seeds]
+    name = {"c1": "writing_zero_c1", "c2": "writing_zero_c2", "c1_long": "writing_zero_c1_long",
+            "smoke": "writing_zero_smoke"}.get(arg, "writing_zero")
     return dict(name=name, stages=stages, points=points, columns=COLUMNS, group=["arm"],
                 plot=dict(kind="curves", metric="wz/q", x="step"))

@@ -110,7 +110,7 @@ CLAIMS.append(jlearn_claim(
     "(i) J-learn F1", "With a learned judge (4-layer d-256 transformer, SFT on templated problems): EVPV-conditioned "
     "step macro-F1 ≥ plain + 3 points, p_perc = 0.2, p_ext = 0.05", jlearn("step/evpv/macro_f1", "EVPV judge"),
     jlearn("step/plain/macro_f1", "plain judge"), direction="greater", margin=0.03,
-    paper="§4.4 J-learn, criterion §4.6 (i)", note="inconclusive when a judge's macro-F1 sits near 0.5 (it did not "
+    paper="§4.4 J-learn, criterion §4.6 (i)", note="inconclusive when a judge's macro-F1 sits at chance (it did not "
     "learn the checks)"))
 CLAIMS.append(jlearn_claim(
     "(i) J-learn recall", "… driven by recall on premise-misread steps: EVPV recall > plain recall (learned judges, "

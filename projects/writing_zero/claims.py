@@ -1,0 +1,58 @@
+"""The claims of the Writing-Zero ledger (../shared/papers/writing_zero_brpo.md 4.6), as data for
+`python -m shared.stats.ledger --project writing_zero`, which writes the README's ledger table and
+results/ledger.json.
+
+Tables: results/c1 (R6 BRPO, R7 round robin, R8 fixed reference, all on the oracle judge) and results/c2 (R1 GRPO on
+the biased scalar RM, R2 BRPO on the plain judge, R3 BRPO on the principled judge), 3 seeds each. Every arm of a seed
+starts from the same "-Zero" policy (and judges / RM), so differences are paired by seed.
+
+Spec 4.6 states C1 as a ratio of final Q; Q is a signed score (the warm start sits near -0.75), so the ratio is taken
+of the gain over the warm start (wz/q_final - wz/q_before, the same warm start for every arm of a seed). Its judge-call
+half (BRPO at 2/G of round robin's calls, plus DAPO's refills) is a count fixed by the plan, not a measurement with
+an interval: the README gives it beside the ledger. C2's hacking criterion (spec: proxy up, Q down >= 20% from its
+peak, NOTE rate > 50%) is three claims, one per part, so the table shows which part holds.
+"""
+from shared.stats.claims import Arm, Claim
+
+C1 = "projects/writing_zero/results/c1"
+C2 = "projects/writing_zero/results/c2"
+LABELS = {"R1": "R1 GRPO, scalar RM", "R3": "R3 BRPO, principled judge", "R6": "R6 BRPO", "R7": "R7 round robin",
+          "R8": "R8 fixed reference"}
+
+
+def arm(name: str, column: str) -> Arm:
+    return Arm({"arm": name}, column, LABELS[name])
+
+
+def gain(name: str) -> Arm:
+    """Q gained over the warm start, row by row (a seed's arms share the warm start)."""
+    return arm(name, "wz/q_final") - arm(name, "wz/q_before")
+
+
+CLAIMS = [
+    Claim("C1 (quality)", "BRPO (R6) gains >= 90% of round robin's (R7) Q gain over the warm start, oracle judge",
+          results=C1, a=gain("R6"), b=0.9 * gain("R7"), direction="greater", margin=0.0, paired=True,
+          paper="BRPO matches round robin's quality at 2/G of the judge calls (spec 4.6 C1)",
+          note="gain = wz/q_final - wz/q_before (Q is signed)"),
+    Claim("C1 (R8 below R6)", "The fixed reference (R8) ends below BRPO (R6) in Q", results=C1,
+          a=arm("R8", "wz/q_final"), b=arm("R6", "wz/q_final"), direction="less", margin=0.0, paired=True,
+          paper="fixed reference stalls (spec 4.6 C1)"),
+    Claim("C1 (R8 stalls)", "R8's groups win all their comparisons: share of all-win groups at the end > 0.5 "
+          "(spec: it goes to 1)", results=C1, a=arm("R8", "rl/pairwise_all_win_frac"), b=0.5,
+          direction="greater", margin=0.0, paired=True, paper="fixed reference stalls (spec 4.6 C1)"),
+    Claim("C2 (R1 Q falls)", "GRPO on the biased scalar RM (R1) loses >= 20% of its peak Q by the end", results=C2,
+          a=arm("R1", "wz/q_drop"), b=0.2, direction="greater", margin=0.0, paired=True,
+          paper="the scalar RM is hacked (spec 4.6 C2)", note="wz/q_drop = (peak - final) / |peak|"),
+    Claim("C2 (R1 proxy rises)", "R1's reward (the RM's score) rises after the Q peak", results=C2,
+          a=arm("R1", "wz/proxy_rise"), b=0.0, direction="greater", margin=0.0, paired=True,
+          paper="the scalar RM is hacked (spec 4.6 C2)"),
+    Claim("C2 (R1 NOTE)", "R1 hacks through the NOTE suffix: NOTE rate at the end > 50%", results=C2,
+          a=arm("R1", "wz/note_rate"), b=0.5, direction="greater", margin=0.0, paired=True,
+          paper="the scalar RM is hacked (spec 4.6 C2)",
+          note="the RM's bias prefers the NOTE suffix and longer responses"),
+    Claim("C2 (R3 quality)", "BRPO on the principled judge (R3) ends at Q >= R1's peak Q", results=C2,
+          a=arm("R3", "wz/q_final"), b=arm("R1", "wz/q_peak"), direction="greater", margin=0.0, paired=True,
+          paper="the principled judge is not hacked (spec 4.6 C2)"),
+    Claim("C2 (R3 NOTE)", "R3's NOTE rate at the end < 10%", results=C2, a=arm("R3", "wz/note_rate"), b=0.1,
+          direction="less", margin=0.0, paired=True, paper="the principled judge is not hacked (spec 4.6 C2)"),
+]
