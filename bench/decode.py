@@ -1053,7 +1053,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "the fused decode kernels need it), or scanned layers over a stacked cache")
     p.add_argument("--decode_attention", default="auto", choices=("auto", "xla", "pallas"),
                    help="ours: Sampler(decode_attention=): auto = the Pallas kernel on GPU")
-    p.add_argument("--sample_draw", default="gumbel", choices=("gumbel", "inverse_cdf"),
+    p.add_argument("--sample_draw", default="inverse_cdf", choices=("gumbel", "inverse_cdf"),
                    help="--grpo: rl.sample_draw, how a rollout token is drawn (the decode rows are greedy)")
     p.add_argument("--prefill_attention", default="auto", choices=("auto", "xla", "cudnn"),
                    help="ours: Sampler(attention=) for the prompt pass: auto = cudnn on GPU")

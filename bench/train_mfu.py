@@ -115,6 +115,8 @@ PARALLEL = ("", "fsdp", "data")  # --parallel: the mesh preset's own sizes, all 
 FALLBACKS = ("halve", "none")
 REMATS = ("none", "full", "dots", "dots_all", "mlp")   # model.remat (shared/config/validate.py REMAT_MODES)
 ATTENTIONS = ("auto", "cudnn", "xla", "tokamax")   # model.attention (tokamax: pip extra "kernels")
+# model.tokamax_implementation (shared/config/validate.py TOKAMAX_IMPLEMENTATIONS; not imported: peers need no jax)
+TOKAMAX_IMPLEMENTATIONS = ("", "mosaic", "triton", "cudnn", "xla", "xla_chunked")
 
 # Optimizer hyper-parameters shared by both sides (values do not change the speed, only keep it honest).
 LR, BETAS, EPS, WEIGHT_DECAY, CLIP = 3e-4, (0.9, 0.95), 1e-8, 0.1, 1.0
@@ -191,6 +193,7 @@ def make_config(spec: dict, platform_name: str):
     config.model.mlp = "swiglu"
     config.model.remat = spec["remat"]
     config.model.attention = spec["attention"]
+    config.model.tokamax_implementation = spec.get("tokamax_implementation", "")
     config.model.max_seq_len = spec["seq"]
     config.model.dtype = "bfloat16"
     config.model.param_dtype = "float32"
@@ -749,7 +752,9 @@ def render_markdown(payload: dict) -> str:
              f"XLA_FLAGS={hw.get('XLA_FLAGS') or '(none)'}", "",
              "Settings: " + ("" if args["sweep_ours"] else
                              f"remat={args['remat']}, micro_batches={args['micro_batches']}, ") +
-             f"attention={args['attention']}, mesh={args.get('mesh') or 'default'}"
+             f"attention={args['attention']}"
+             f"{':' + args['tokamax_implementation'] if args.get('tokamax_implementation') else ''}, "
+             f"mesh={args.get('mesh') or 'default'}"
              f"{', parallel=' + args['parallel'] if args.get('parallel') else ''}, "
              f"{args['steps']} steps x {args['windows']} windows after {args['warmup']} warm-up steps, "
              f"rounds={args['rounds']}, peer loss={args.get('peer_loss', 'own')}. MFU: MaxText formula, the "
@@ -799,6 +804,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="ours: optim.mu_dtype, AdamW's first moment ('' = float32 like the peers)")
     p.add_argument("--micro_batches", type=int, default=1, help="gradient accumulation steps (both sides)")
     p.add_argument("--attention", default="auto", help="ours: model.attention = auto | cudnn | xla | tokamax")
+    p.add_argument("--tokamax_implementation", default="", choices=TOKAMAX_IMPLEMENTATIONS,
+                   help="with --attention=tokamax: its kernel ('' = the library's choice; tokamax 0.0.12's Mosaic "
+                        "kernel failed on jax 0.11.2, try triton)")
     p.add_argument("--mesh", default="",
                    help="ours: mesh preset, e.g. gpu_1x2, gpu_1x4, auto (default gpu_1 on GPU, cpu_1 on CPU); its "
                         "XLA flags and environment are applied in the worker")
@@ -892,7 +900,8 @@ def base_spec(args, shape: str) -> dict:
             "batch": None if bpd else (args.batch or defaults.get("batch", DEFAULT_BATCH)),
             "batch_per_device": bpd, "micro_batches": args.micro_batches,
             "remat": args.remat, "attention": args.attention, "mesh": args.mesh, "parallel": args.parallel,
-            "mu_dtype": args.mu_dtype, "steps": args.steps, "windows": args.windows, "warmup": args.warmup,
+            "tokamax_implementation": args.tokamax_implementation, "mu_dtype": args.mu_dtype, "steps": args.steps,
+            "windows": args.windows, "warmup": args.warmup,
             "compile_cache": args.compile_cache, "peer_grad_ckpt": args.peer_grad_ckpt,
             "peer_loss": args.peer_loss, "liger_flce_in_graph": args.liger_flce_in_graph,
             "liger_compile_scope": args.liger_compile_scope}

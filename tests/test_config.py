@@ -298,6 +298,8 @@ def test_validate_runs_every_check_and_the_extension_point(registries_with_base_
 
 @pytest.mark.parametrize("key,value,expected", [
     ("model.attention", "flash", "model.attention='flash': expected one of auto, xla, cudnn, splash, tokamax"),
+    ("model.tokamax_implementation", "pallas",
+     "model.tokamax_implementation='pallas': expected '' (the library's choice) or one of mosaic, triton"),
     ("model.remat", "attn", "model.remat='attn': expected one of none, full, dots, dots_all, mlp"),
     ("optim.mu_dtype", "float16", "optim.mu_dtype='float16': expected '' (the params' dtype) or 'bfloat16'"),
     ("rl.sample_draw", "gumble", "rl.sample_draw='gumble': expected 'gumbel' or 'inverse_cdf'"),

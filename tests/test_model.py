@@ -96,6 +96,22 @@ def test_tokamax_attention_equals_ours_in_logits_and_grads(overrides):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
+def test_tokamax_implementation_reaches_the_library():
+    """model.tokamax_implementation picks tokamax's kernel: xla_chunked gives our logits on CPU, and a GPU-only kernel
+    (triton) is refused by the library on CPU, so the value is passed through, not dropped."""
+    import tokamax  # noqa: F401  (the test extra installs it)
+
+    seq = tokens(2, 9)
+    graphdef, state = split(tiny_cfg(n_kv_heads=KV))
+    ours = nnx.merge(graphdef, state)(seq, attention="xla")["logits"]
+    chunked_def, _ = split(tiny_cfg(n_kv_heads=KV, tokamax_implementation="xla_chunked"))
+    chunked = nnx.merge(chunked_def, state)(seq, attention="tokamax")["logits"]
+    np.testing.assert_allclose(chunked, ours, atol=1e-5, rtol=1e-5)
+    triton_def, _ = split(tiny_cfg(n_kv_heads=KV, tokamax_implementation="triton"))
+    with pytest.raises(NotImplementedError, match="cpu"):
+        nnx.merge(triton_def, state)(seq, attention="tokamax")
+
+
 # ------------------------------------------------------------------------------------------ packing
 
 

@@ -34,6 +34,8 @@ def model_config() -> ml_collections.ConfigDict:
     m.attention = "auto"          # auto (from the mesh preset) | xla | cudnn | splash (TPU default: Pallas kernel,
                                   # checked interpreted on CPU and AOT-compiled for v5e/v5p, never run on a TPU) |
                                   # tokamax (its flash kernels on GPU; pip install -e '.[kernels]')
+    m.tokamax_implementation = ""  # attention="tokamax": "" (the library picks: Mosaic GPU first) | mosaic | triton |
+                                  # cudnn | xla | xla_chunked (tokamax 0.0.12's Mosaic kernel fails on jax 0.11.2)
     m.remat = "full"              # none | full | dots (save matmul outputs) | dots_all | mlp (recompute only the MLPs)
     m.dtype = "bfloat16"          # compute dtype
     m.param_dtype = "float32"     # master weights
@@ -197,8 +199,9 @@ def rl_config() -> ml_collections.ConfigDict:
                                      # longer compile); "scan" = scanned layers over one stacked cache
     c.decode_attention = "auto"      # sampler decode steps: "pallas" kernel over written slots only (GPU), "xla"
                                      # dense masked attention, "auto" = pallas on GPU else xla
-    c.sample_draw = "gumbel"         # sampler, temperature > 0: "gumbel" (jax.random.categorical) or "inverse_cdf"
-                                     # (one uniform per row instead of a Gumbel draw per vocabulary entry; same law)
+    c.sample_draw = "inverse_cdf"    # sampler, temperature > 0: "inverse_cdf" (one uniform per row; rollout 7% faster
+                                     # at 0.5B, bench/RESULTS.md) or "gumbel" (jax.random.categorical, a Gumbel draw
+                                     # per vocabulary entry): the same law, different samples for a key
     c.micro_batch_tokens = 0         # tokens per device per micro-batch of the update's gradient accumulation (the
                                      # log-prob passes take 4x): memory, not science; 0 = from the device's free memory
     c.rollout_max_rows = 0           # rows per sampler call (a larger batch runs in several, same samples); 0 = from

@@ -61,6 +61,8 @@ NUMERIC_BOUNDS: tuple[tuple[str, float, bool], ...] = (
 )
 # model.attention values (shared.model.layers.Attention; "auto" = the preset's or the platform's choice)
 ATTENTIONS = ("auto", "xla", "cudnn", "splash", "tokamax")
+# model.tokamax_implementation values (tokamax.dot_product_attention's `implementation`; "" = the library's choice)
+TOKAMAX_IMPLEMENTATIONS = ("", "mosaic", "triton", "cudnn", "xla", "xla_chunked")
 # model.remat values (shared.model.transformer.REMAT_POLICIES; tests/test_model.py keeps the two lists equal)
 REMAT_MODES = ("none", "full", "dots", "dots_all", "mlp")
 MU_DTYPES = ("", "bfloat16")   # optim.mu_dtype (shared.train.optim.adamw): "" = the params' dtype
@@ -69,6 +71,8 @@ NAMED_MODES: tuple[tuple[str, tuple, str], ...] = (
     ("rl.reward_errors", ("raise", "zero"), "'raise' or 'zero'"),
     ("rl.behaviour_pass", ("auto", "always"), "'auto' or 'always'"),
     ("model.attention", ATTENTIONS, "one of " + ", ".join(ATTENTIONS)),
+    ("model.tokamax_implementation", TOKAMAX_IMPLEMENTATIONS,
+     "'' (the library's choice) or one of " + ", ".join(TOKAMAX_IMPLEMENTATIONS[1:])),
     ("optim.mu_dtype", MU_DTYPES, "'' (the params' dtype) or 'bfloat16'"),
     ("model.remat", REMAT_MODES, "one of " + ", ".join(REMAT_MODES)),
     ("rl.sample_draw", ("gumbel", "inverse_cdf"), "'gumbel' or 'inverse_cdf'"),

@@ -390,7 +390,8 @@ class Attention(nnx.Module):
                                             implementation="cudnn")
 
     def _tokamax(self, q, k, v):
-        """tokamax's flash attention (Mosaic GPU or Triton kernels on a GPU, XLA elsewhere: the library picks), the
+        """tokamax's flash attention (Mosaic GPU or Triton kernels on a GPU, XLA elsewhere: the library picks unless
+        model.tokamax_implementation names one), the
         maintained alternative to cuDNN at head_dim 64 (bench/train_mfu.py --attention=tokamax compares them). Like
         the cuDNN path it takes no segment ids."""
         import tokamax  # optional dependency (pyproject extra "kernels"); the config check names it when missing
@@ -402,7 +403,8 @@ class Attention(nnx.Module):
         window = None
         if cfg.sliding_window:
             window = (cfg.sliding_window - 1, 0 if cfg.causal else cfg.sliding_window - 1)
-        return tokamax.dot_product_attention(q, k, v, is_causal=cfg.causal, local_window_size=window)
+        return tokamax.dot_product_attention(q, k, v, is_causal=cfg.causal, local_window_size=window,
+                                             implementation=getattr(cfg, "tokamax_implementation", "") or None)
 
 
 # ---------------------------------------------------------------- MLP

@@ -185,7 +185,7 @@ def _inverse_cdf_index(scaled, uniforms, chunks: int = 128):
 
 
 def _choose(logits, key, temperature: float, top_k: int, top_p: float, kernel: str = "xla", row_offset=0,
-            draw: str = "gumbel"):
+            draw: str = "inverse_cdf"):
     """One token per row and its untempered log-prob. Each row draws from its own key (fold_in of its row
     index, counted from row_offset), so a row's sample does not depend on the batch padding, the sharding or
     how a large batch was split into calls. kernel: "xla" (two
@@ -255,7 +255,7 @@ class Sampler:
 
     def __init__(self, graphdef, model_cfg, *, eos_id, pad_id, mesh=None, rules=None, attention="xla",
                  tokenizer=None, batch_multiple: int = 1, layer_loop: str = "scan", decode_attention: str = "auto",
-                 compiler_options: dict | str = "auto", draw: str = "gumbel"):
+                 compiler_options: dict | str = "auto", draw: str = "inverse_cdf"):
         self.graphdef = graphdef
         self.model_cfg = model_cfg
         self.eos_id = int(eos_id)

@@ -273,7 +273,7 @@ class Rollout:
         self.sampler = Sampler(actor.graphdef, config.model, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id,
                                mesh=self.mesh, rules=actor.rules, attention=actor.attention, tokenizer=tokenizer,
                                layer_loop=str(rl.get("layer_loop", "python")), decode_attention=decode_attention,
-                               draw=str(rl.get("sample_draw", "gumbel")))
+                               draw=str(rl.get("sample_draw", "inverse_cdf")))
         dtype = jnp.dtype(config.model.dtype)
         self._cast = jax.jit(lambda p: jax.tree.map(
             lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p),
