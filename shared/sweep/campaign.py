@@ -19,7 +19,8 @@ block, `parallel` at a time. Each continues from `<bundle_dir>/<name>.tar.gz` if
 bundle back there when its time budget ends (shared/sweep/bundle.py), so the next machine picks up where this one
 stopped; finished stages are never retrained. Copy a finished sweep's results into its `results` folder and commit.
 On a lent machine that returns little (experiments/CAMPAIGN.md): `--results_dir=$OUT` packs each table's results
-small, and `--bundle_max_mb` keeps bundles too large to return on the machine, for a next call while it is warm.
+small, and `--bundle_max_mb` returns bundles up to that many MiB in all (in priority order) and keeps the rest on
+the machine, for a next call while it is warm.
 """
 from __future__ import annotations
 
@@ -211,25 +212,32 @@ def pack_results(entries: list[dict], work_root: str, results_dir: str) -> list[
 
 
 def hold_large_bundles(entries: list[dict], work_root: str, bundle_dir: str, max_mb: float) -> dict[str, float]:
-    """Moves a table's bundle larger than `max_mb` (all its parts) out of `bundle_dir` into <work_root>/<name>.bundle:
-    a lent machine returns only so much (about 64 MiB a call), so such a table goes on where it is, the next call
-    on the still-warm machine resuming its workdir in place. Returns {name: MiB} of the bundles held back."""
+    """Keeps the tables' bundles in `bundle_dir` up to `max_mb` in all, in the entries' (priority) order, and moves
+    each bundle that does not fit (all its parts) into <work_root>/<name>.bundle: a lent machine returns only so
+    much (about 64 MiB a call), so such a table goes on where it is, the next call on the still-warm machine resuming
+    its workdir in place. A budget in all, not per bundle, returns as much as fits: a bundle held back is lost with
+    the machine (2026-11-28: a 46 MiB bundle held by a per-bundle limit of 30, three judges retrained). Returns
+    {name: MiB} of the bundles held back."""
     import glob
     import shutil
 
-    held = {}
+    held, returned_mb = {}, 0.0
     for entry in entries:
         parts = sorted(glob.glob(os.path.join(bundle_dir, f"{glob.escape(entry['name'])}.tar.gz*")))
         size_mb = sum(os.path.getsize(p) for p in parts) / 2**20
-        if parts and size_mb > max_mb:
-            keep = os.path.join(work_root, f"{entry['name']}.bundle")
-            os.makedirs(keep, exist_ok=True)
-            for part in parts:
-                shutil.move(part, os.path.join(keep, os.path.basename(part)))
-            held[entry["name"]] = size_mb
-            print(f"[campaign] {entry['name']}: bundle of {size_mb:.0f} MiB > --bundle_max_mb={max_mb:g}, kept in "
-                  f"{keep}; go on with the same command on this machine while it is warm (the workdir resumes in "
-                  f"place)", flush=True)
+        if not parts:
+            continue
+        if returned_mb + size_mb <= max_mb:
+            returned_mb += size_mb
+            continue
+        keep = os.path.join(work_root, f"{entry['name']}.bundle")
+        os.makedirs(keep, exist_ok=True)
+        for part in parts:
+            shutil.move(part, os.path.join(keep, os.path.basename(part)))
+        held[entry["name"]] = size_mb
+        print(f"[campaign] {entry['name']}: bundle of {size_mb:.0f} MiB does not fit --bundle_max_mb={max_mb:g} "
+              f"({returned_mb:.0f} MiB of bundles return), kept in {keep}; go on with the same command on this "
+              f"machine while it is warm (the workdir resumes in place)", flush=True)
     return held
 
 
@@ -249,8 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results_dir", default=None,
                         help="also write <name>.results.tar.gz per table (its tables, plot and manifest) here")
     parser.add_argument("--bundle_max_mb", type=float, default=None,
-                        help="keep a larger bundle on this machine instead of in --bundle_dir (what a call returns "
-                             "is limited)")
+                        help="the bundles in --bundle_dir up to this many MiB in all, in priority order; the rest "
+                             "stay on this machine (what a call returns is limited)")
     args = parser.parse_args(argv)
     try:
         entries = load_entries(args.campaign)
