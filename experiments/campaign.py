@@ -68,6 +68,13 @@ ENTRIES = [
          note="J-learn: 6 judge SFT stages (4.3M params, 10k steps of 128) + 3 eval points; 2 H200s, 2026-11-28: the "
               "stages ~480 s each, 3 on a GPU, evaluation 10 s. The learned judges reach macro-F1 0.65 but not the "
               "premise check (recall 0.38 against J-sim's 0.98): claims (i) not reproduced"),
+    dict(name="evpv_prm_jlearn_pairs", config="experiments/evpv_prm/jlearn.py:pairs",
+         results="projects/evpv_prm/results/jlearn_pairs", parallel=6, est_gpu_min=17, est_wall_min=8.5,
+         measured=False, state="ready",
+         note="J-learn with half of each judge's SFT examples (premise-misread step, clean twin) pairs "
+              "(premise_pair_share 0.5); same 6 stages x 10k steps and eval points as evpv_prm_jlearn, so the "
+              "estimate is its measured cost (2 GPUs, 3 stages each, ~480 s). Tests whether the judges learn the "
+              "premise lookup: check premise_recall first"),
     dict(name="march_mini_recall", config="experiments/march/table.py:mini_recall",
          results="projects/march/results/mini_recall", parallel=6, est_gpu_min=20, est_wall_min=20, state="ready",
          note="mini_copy's warm starts (1,200 steps) stayed at 100% hallucinated on one H200: the documents put the "

@@ -16,13 +16,22 @@ BoN@k ungated / gated) for the learned judges, and J-sim's on the same candidate
 
 Hardware: one GPU (6 stages of 4.3M parameters, then 3 evaluation points); measured on 2 H200s (3 stages a GPU,
 ~480 s each). Results as shared.sweep writes them: projects/evpv_prm/results/jlearn/.
-Variants of get_config: judge_plain, judge_evpv, eval (each with _smoke); "smoke" is the smoke table as one launch.
+Variants of get_config: judge_plain, judge_evpv, eval (each with _smoke); judge_plain_pairs, judge_evpv_pairs (the
+"pairs" table's stages); "smoke" is the smoke table as one launch.
+
+Sweep variant "pairs" (projects/evpv_prm/README.md, J-learn): the same stages, steps and evaluation points, but half
+of each judge's 200k SFT examples are (premise-misread step, clean twin) pairs (judge_data premise_pair_share 0.5):
+the committed table's judges learned the arithmetic and an out-of-range heuristic, not the premise lookup.
+
+    python -m shared.sweep --config=experiments/evpv_prm/jlearn.py:pairs --workdir=runs/evpv_prm/jlearn_pairs --parallel=6
 """
 from projects.evpv_prm.config import JUDGE_ARMS, judge_sft_config, jlearn_eval_config
 
 SEEDS = (0, 1, 2)
 P_PERC, P_EXT = 0.2, 0.05
 AGGS = ("correctness_rate", "geometric_mean")
+PAIR_SHARE = 0.5      # share of SFT examples that are premise pairs in the "pairs" table
+SWEEP_VARIANTS = ("pairs",)  # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
 
 
 def get_config(arg=None):
@@ -38,12 +47,14 @@ def get_config(arg=None):
     arg = arg or "eval"
     smoke = arg.endswith("_smoke")
     base = arg[:-len("_smoke")] if smoke else arg
+    pairs = base.endswith("_pairs")
+    base = base[:-len("_pairs")] if pairs else base
     if base.startswith("judge_") and base[len("judge_"):] in JUDGE_ARMS:
-        return judge_sft_config(base[len("judge_"):], smoke)
+        return judge_sft_config(base[len("judge_"):], smoke, premise_pair_share=PAIR_SHARE if pairs else 0.0)
     if base == "eval":
         return jlearn_eval_config(smoke)
     raise ValueError(f"experiments/evpv_prm/jlearn.py: unknown variant {arg!r} (known: judge_plain, judge_evpv, "
-                     f"eval, each with _smoke; smoke)")
+                     f"judge_plain_pairs, judge_evpv_pairs, eval, each with _smoke; smoke)")
 
 
 def columns() -> list[str]:
@@ -55,18 +66,21 @@ def columns() -> list[str]:
 
 
 def get_sweep(arg=None):
-    if arg not in (None, "smoke"):
-        raise ValueError(f"experiments/evpv_prm/jlearn.py: unknown sweep variant {arg!r} (known: smoke)")
+    if arg not in (None, "smoke", *SWEEP_VARIANTS):
+        raise ValueError(f"experiments/evpv_prm/jlearn.py: unknown sweep variant {arg!r} (known: smoke, "
+                         f"{', '.join(SWEEP_VARIANTS)})")
     smoke = arg == "smoke"
     suffix = "_smoke" if smoke else ""
+    judge_suffix = "_pairs" if arg == "pairs" else ""
     seeds = SEEDS[:1] if smoke else SEEDS
     noise = {"data.task_options.p_perc": P_PERC, "data.task_options.p_ext": P_EXT}
-    stages = [dict(name=f"judge_{arm}_s{seed}", arg=f"judge_{arm}{suffix}", overrides={"seed": seed, **noise})
+    stages = [dict(name=f"judge_{arm}_s{seed}", arg=f"judge_{arm}{judge_suffix}{suffix}",
+                   overrides={"seed": seed, **noise})
               for seed in seeds for arm in JUDGE_ARMS]
     points = [dict(name=f"eval_s{seed}", arg=f"eval{suffix}", arm="jlearn",
                    overrides={"seed": seed, "evpv.p_perc": P_PERC, "evpv.p_ext": P_EXT,
                               "jlearn.plain_run": f"{{stage:judge_plain_s{seed}}}",
                               "jlearn.evpv_run": f"{{stage:judge_evpv_s{seed}}}"})
               for seed in seeds]
-    return dict(name="jlearn", stages=stages, points=points, columns=columns(), group=["arm"],
+    return dict(name="jlearn" + (f"_{arg}" if arg in SWEEP_VARIANTS else ""), stages=stages, points=points, columns=columns(), group=["arm"],
                 plot=dict(kind="bars", metric="step/evpv/macro_f1"))

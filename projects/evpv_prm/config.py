@@ -63,9 +63,12 @@ def judge_model(c, d_model: int, n_layers: int, n_heads: int) -> None:
     m.max_seq_len, m.attention, m.remat, m.dtype = JUDGE_SEQ_LEN, "xla", "none", "float32"
 
 
-def judge_sft_config(arm: str, smoke: bool = False, **model) -> ml_collections.ConfigDict:
+def judge_sft_config(arm: str, smoke: bool = False, premise_pair_share: float = 0.0,
+                     **model) -> ml_collections.ConfigDict:
     """One J-learn judge: SFT on step examples of `arm` ("plain" | "evpv"), loss on the verdict only; greedy
-    accuracy on held-out steps (eval/greedy_accuracy) is its step accuracy."""
+    accuracy on held-out steps (eval/greedy_accuracy) is its step accuracy. premise_pair_share > 0: that share of the
+    examples are (misread step, clean twin) pairs (judge_data); the key is absent at 0, so the committed table's
+    stage configs are unchanged."""
     if arm not in JUDGE_ARMS:
         raise ValueError(f"evpv_prm judge arm {arm!r}: expected one of {', '.join(JUDGE_ARMS)}")
     c = base_config()
@@ -76,6 +79,8 @@ def judge_sft_config(arm: str, smoke: bool = False, **model) -> ml_collections.C
     c.data.source = "rl/evpv_prm/judge"
     c.data.task_options = ml_collections.ConfigDict(dict(arm=arm, p_perc=0.2, p_ext=0.05, p_misread=0.35, p_slip=0.2,
                                                          n_candidates=8, history=12))
+    if premise_pair_share:
+        c.data.task_options.premise_pair_share = premise_pair_share
     c.data.seq_len = JUDGE_SEQ_LEN
     c.data.n_train = 200_000
     c.data.greedy_eval_examples = 512
@@ -115,7 +120,7 @@ def check_jlearn(config, mesh_shape) -> None:
         options = config.data.get("task_options", {})
         if options.get("arm", "plain") not in JUDGE_ARMS:
             raise ValueError(f"data.task_options.arm={options.get('arm')!r}: expected one of {', '.join(JUDGE_ARMS)}")
-        for key in ("p_perc", "p_ext", "p_misread", "p_slip"):
+        for key in ("p_perc", "p_ext", "p_misread", "p_slip", "premise_pair_share"):
             if key in options and not 0.0 <= options[key] <= 1.0:
                 raise ValueError(f"data.task_options.{key}={options[key]}: must be in [0, 1]")
 

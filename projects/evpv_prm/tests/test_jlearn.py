@@ -177,3 +177,48 @@ def test_evaluation_refuses_a_judge_of_the_other_arm(smoke_table, tmp_path):
         judge_check("plain", "x", 12)(config)
     with pytest.raises(ValueError, match="history=12, this point has evpv.history=4"):
         judge_check("evpv", "x", 4)(config)
+
+
+# sha256 of json.dumps(judge_examples("train", 500, 1, arm=...)) before premise pairs existed (commit fa968dc)
+EXAMPLES_BEFORE_PAIRS = {"plain": "a881e93d04693feb319a7711dd67667fe5fcc26299f1a65560156944cb2d1cc0",
+                         "evpv": "0b3dec3967609648f1321dd78982365621ee41ca51276e6a727c088082f6efcb"}
+
+
+def test_premise_pairs_off_by_default_and_their_share():
+    import collections
+    import hashlib
+    import json
+
+    for arm, digest in EXAMPLES_BEFORE_PAIRS.items():
+        default = judge_examples("train", 500, 1, arm=arm)
+        assert hashlib.sha256(json.dumps(default).encode()).hexdigest() == digest
+        assert judge_examples("train", 500, 1, arm=arm, premise_pair_share=0.0) == default
+    n, share = 2000, 0.4
+    natural = judge_examples("train", n, 0, arm="evpv")
+    mixed = judge_examples("train", n, 0, arm="evpv", premise_pair_share=share)
+    assert len(mixed) == n
+    # the mix is the default stream's first n - 800 examples plus 400 pairs: 400 misread steps (-), 400 twins (+)
+    extra = collections.Counter(x["prompt"] + x["answer"] for x in mixed)
+    extra.subtract(x["prompt"] + x["answer"] for x in natural[:n - 800])
+    assert all(v >= 0 for v in extra.values()) and sum(extra.values()) == 800
+    labels = collections.Counter(key[-1] for key, v in extra.items() for _ in range(v))
+    assert labels == {"-": 400, "+": 400}
+    minus = lambda xs: np.mean([x["answer"] == "-" for x in xs])   # noqa: E731
+    assert abs(minus(mixed) - ((1 - share) * minus(natural[:n - 800]) + share / 2)) < 1e-9
+    # a pair differs only in the misread value and what follows: same Q / E lines and history length
+    problem = templated_problems("train", 1, 0)[0]
+    from projects.evpv_prm.judge_data import premise_pairs
+    facts = dict(enumerate(problem.numbers))
+    pairs = premise_pairs(problem, random.Random(5), problem.numbers, facts)
+    assert pairs
+    for bad, good in pairs:
+        b, g = bad.split("\n"), good.split("\n")
+        assert b[:2] == g[:2] and len(b) == len(g) and b != g
+    # the plain arm's pairs are the EVPV arm's without the E line
+    plain = judge_examples("train", 400, 0, arm="plain", premise_pair_share=share)
+    evpv = judge_examples("train", 400, 0, arm="evpv", premise_pair_share=share)
+    for p, e in zip(plain, evpv):
+        lines = e["prompt"].split("\n")
+        assert "\n".join(lines[:1] + lines[2:]) == p["prompt"] and p["answer"] == e["answer"]
+    with pytest.raises(ValueError, match="premise_pair_share"):
+        judge_examples("train", 1, 0, premise_pair_share=1.5)
