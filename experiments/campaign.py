@@ -75,6 +75,10 @@ ENTRIES = [
               "(premise_pair_share 0.5); same 6 stages x 10k steps and eval points as evpv_prm_jlearn, so the "
               "estimate is its measured cost (2 GPUs, 3 stages each, ~480 s). Tests whether the judges learn the "
               "premise lookup: check premise_recall first"),
+    dict(name="evpv_prm_jlearn_long", config="experiments/evpv_prm/jlearn.py:long",
+         results="projects/evpv_prm/results/jlearn_long", parallel=6, est_gpu_min=50, est_wall_min=25, state="ready",
+         note="J-learn with 30k SFT steps (the committed judges underfit); 3x evpv_prm_jlearn's measured stage cost, "
+              "so back-to-back calls on a warm machine (stage checkpoints every 2,000 steps)"),
     dict(name="march_mini_recall", config="experiments/march/table.py:mini_recall",
          results="projects/march/results/mini_recall", parallel=6, est_gpu_min=20, est_wall_min=20, state="ready",
          note="mini_copy's warm starts (1,200 steps) stayed at 100% hallucinated on one H200: the documents put the "

@@ -23,7 +23,13 @@ Sweep variant "pairs" (projects/evpv_prm/README.md, J-learn): the same stages, s
 of each judge's 200k SFT examples are (premise-misread step, clean twin) pairs (judge_data premise_pair_share 0.5):
 the committed table's judges learned the arithmetic and an out-of-range heuristic, not the premise lookup.
 
-    python -m shared.sweep --config=experiments/evpv_prm/jlearn.py:pairs --workdir=runs/evpv_prm/jlearn_pairs --parallel=6
+    python -m shared.sweep --config=experiments/evpv_prm/jlearn.py:pairs --workdir=runs/evpv_prm/jlearn_pairs \
+        --parallel=6
+
+Sweep variant "long": the committed table's data with 3x the SFT steps (30,000 of 128): its judges underfit (train
+loss equal to held-out loss), so more steps are the other lever.
+
+    python -m shared.sweep --config=experiments/evpv_prm/jlearn.py:long --workdir=runs/evpv_prm/jlearn_long --parallel=6
 """
 from projects.evpv_prm.config import JUDGE_ARMS, judge_sft_config, jlearn_eval_config
 
@@ -31,7 +37,8 @@ SEEDS = (0, 1, 2)
 P_PERC, P_EXT = 0.2, 0.05
 AGGS = ("correctness_rate", "geometric_mean")
 PAIR_SHARE = 0.5      # share of SFT examples that are premise pairs in the "pairs" table
-SWEEP_VARIANTS = ("pairs",)  # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
+LONG_STEPS = 30_000   # SFT steps of each judge in the "long" table (the committed table: 10,000)
+SWEEP_VARIANTS = ("pairs", "long")  # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
 
 
 def get_config(arg=None):
@@ -73,14 +80,17 @@ def get_sweep(arg=None):
     suffix = "_smoke" if smoke else ""
     judge_suffix = "_pairs" if arg == "pairs" else ""
     seeds = SEEDS[:1] if smoke else SEEDS
-    noise = {"data.task_options.p_perc": P_PERC, "data.task_options.p_ext": P_EXT}
+    stage_overrides = {"data.task_options.p_perc": P_PERC, "data.task_options.p_ext": P_EXT}
+    if arg == "long":
+        stage_overrides["train.steps"] = LONG_STEPS
     stages = [dict(name=f"judge_{arm}_s{seed}", arg=f"judge_{arm}{judge_suffix}{suffix}",
-                   overrides={"seed": seed, **noise})
+                   overrides={"seed": seed, **stage_overrides})
               for seed in seeds for arm in JUDGE_ARMS]
     points = [dict(name=f"eval_s{seed}", arg=f"eval{suffix}", arm="jlearn",
                    overrides={"seed": seed, "evpv.p_perc": P_PERC, "evpv.p_ext": P_EXT,
                               "jlearn.plain_run": f"{{stage:judge_plain_s{seed}}}",
                               "jlearn.evpv_run": f"{{stage:judge_evpv_s{seed}}}"})
               for seed in seeds]
-    return dict(name="jlearn" + (f"_{arg}" if arg in SWEEP_VARIANTS else ""), stages=stages, points=points, columns=columns(), group=["arm"],
+    name = "jlearn" + (f"_{arg}" if arg in SWEEP_VARIANTS else "")
+    return dict(name=name, stages=stages, points=points, columns=columns(), group=["arm"],
                 plot=dict(kind="bars", metric="step/evpv/macro_f1"))
