@@ -24,6 +24,19 @@ def test_peer_names():
         tm.parse_args(["--peers=eager,nope"])
 
 
+def test_the_bench_knows_the_configs_mode_values():
+    """The bench copies model.remat's and model.tokamax_implementation's values (its peers import no jax): a value
+    added to the config check must reach the bench's flags too; every bench attention is one the config accepts."""
+    from shared.config.validate import ATTENTIONS, REMAT_MODES, TOKAMAX_IMPLEMENTATIONS
+
+    assert tm.REMATS == REMAT_MODES
+    assert tm.TOKAMAX_IMPLEMENTATIONS == TOKAMAX_IMPLEMENTATIONS
+    assert set(tm.ATTENTIONS) <= set(ATTENTIONS)
+    spec = tm.base_spec(tm.parse_args(["--attention=tokamax", "--tokamax_implementation=triton"]), "tiny")
+    config = tm.make_config(spec, "cpu")
+    assert (config.model.attention, config.model.tokamax_implementation) == ("tokamax", "triton")
+
+
 def test_mfu_divides_by_devices_times_the_per_device_peak():
     flops = training_flops_per_token(tm.flops_model_config("125m"), 2048)
     result = {"status": "ok", "device": "NVIDIA H100 80GB HBM3", "devices": 4, "tokens_per_s": 4 * 300e3}
