@@ -241,6 +241,16 @@ def _window_mean(rows: list[dict], key: str, lo: float, hi: float) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
+def judge_calls_total(rows: list[dict]) -> float:
+    """The run's judge calls from the cumulative judge/calls_total rows. The counter lives in the judge object, so a
+    resumed run counts again from 0 (its metrics.jsonl was cut back to the checkpoint's step first): a row whose
+    counter did not grow starts a new segment (a pairwise RL step always calls the judge, so a counter that stands
+    still was reset), and the total is the sum of every segment's last value."""
+    calls = [float(r["judge/calls_total"]) for r in rows if "judge/calls_total" in r]
+    finished_segments = sum(before for before, after in zip(calls, calls[1:]) if after <= before)
+    return finished_segments + (calls[-1] if calls else 0.0)
+
+
 def run_statistics(rows: list[dict], steps: int, window: int) -> dict:
     """The summary statistics of the module docstring from metrics.jsonl rows ({"step": s, key: value})."""
     evals = [(r["step"], r["wz/q"], r.get("wz/note_rate", float("nan"))) for r in rows if "wz/q" in r]
@@ -256,8 +266,7 @@ def run_statistics(rows: list[dict], steps: int, window: int) -> dict:
         rise = at_end - at_peak
         out.update({"wz/proxy_at_peak": at_peak, "wz/proxy_final": at_end, "wz/proxy_rise": rise,
                     "wz/hacked": float(rise > 0 and out["wz/q_drop"] >= 0.2 and final_note > 0.5)})
-    calls = [r["judge/calls_total"] for r in rows if "judge/calls_total" in r]
-    out["wz/judge_calls"] = float(calls[-1]) if calls else 0.0
+    out["wz/judge_calls"] = judge_calls_total(rows)
     out["wz/judge_calls_per_step"] = out["wz/judge_calls"] / max(int(steps), 1)
     return out
 
