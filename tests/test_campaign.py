@@ -137,7 +137,7 @@ def test_results_are_packed_small_and_large_bundles_stay_on_the_machine(tmp_path
     (bundles / "c.tar.gz").write_bytes(b"0" * 2**20)        # 1 MiB: fits beside b (1.5 in all)
     (bundles / "d.tar.gz").write_bytes(b"0" * 2**18)        # 0.25 MiB: the budget is spent
     entries = [_entry("a"), _entry("b"), _entry("c"), _entry("d"), _entry("never_ran")]
-    held = campaign.hold_large_bundles(entries, str(work), str(bundles), 1.5)
+    held = campaign.hold_bundles_over_budget(entries, str(work), str(bundles), 1.5)
     assert held == {"a": 2.0, "d": 0.25}
     assert sorted(os.listdir(bundles)) == ["b.tar.gz", "c.tar.gz"]
     assert sorted(os.listdir(work / "a.bundle")) == ["a.tar.gz.part000", "a.tar.gz.part001"]

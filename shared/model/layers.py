@@ -390,10 +390,10 @@ class Attention(nnx.Module):
                                             implementation="cudnn")
 
     def _tokamax(self, q, k, v):
-        """tokamax's flash attention (Mosaic GPU or Triton kernels on a GPU, XLA elsewhere: the library picks unless
-        model.tokamax_implementation names one), the
-        maintained alternative to cuDNN at head_dim 64 (bench/train_mfu.py --attention=tokamax compares them). Like
-        the cuDNN path it takes no segment ids."""
+        """tokamax's flash attention; model.tokamax_implementation names the kernel (mosaic, triton, cudnn, xla,
+        xla_chunked), else the library picks. On an H200 with jax 0.11.2 and tokamax 0.0.12 only cudnn and xla run
+        (Mosaic: Mesh(out_shape=) TypeError; Triton: pl.dot removed), and cudnn matches the cuDNN path's speed
+        (bench/RESULTS.md, issue 38). Like the cuDNN path it takes no segment ids."""
         import tokamax  # optional dependency (pyproject extra "kernels"); the config check names it when missing
         from absl import flags
 

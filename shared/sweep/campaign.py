@@ -211,7 +211,7 @@ def pack_results(entries: list[dict], work_root: str, results_dir: str) -> list[
     return written
 
 
-def hold_large_bundles(entries: list[dict], work_root: str, bundle_dir: str, max_mb: float) -> dict[str, float]:
+def hold_bundles_over_budget(entries: list[dict], work_root: str, bundle_dir: str, max_mb: float) -> dict[str, float]:
     """Keeps the tables' bundles in `bundle_dir` up to `max_mb` in all, in the entries' (priority) order, and moves
     each bundle that does not fit (all its parts) into <work_root>/<name>.bundle: a lent machine returns only so
     much (about 64 MiB a call), so such a table goes on where it is, the next call on the still-warm machine resuming
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.results_dir:
         pack_results(chosen, args.work_root, args.results_dir)
     if args.bundle_max_mb is not None:
-        hold_large_bundles(chosen, args.work_root, args.bundle_dir, args.bundle_max_mb)
+        hold_bundles_over_budget(chosen, args.work_root, args.bundle_dir, args.bundle_max_mb)
     return 0 if all(c == 0 for c in codes.values()) else 1
 
 
