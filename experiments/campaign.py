@@ -69,21 +69,28 @@ ENTRIES = [
               "stages ~480 s each, 3 on a GPU, evaluation 10 s. The learned judges reach macro-F1 0.65 but not the "
               "premise check (recall 0.38 against J-sim's 0.98): claims (i) not reproduced"),
     dict(name="evpv_prm_jlearn_pairs", config="experiments/evpv_prm/jlearn.py:pairs",
-         results="projects/evpv_prm/results/jlearn_pairs", parallel=6, est_gpu_min=17, est_wall_min=8.5,
-         measured=False, state="ready",
+         results="projects/evpv_prm/results/jlearn_pairs", parallel=6, est_gpu_min=17, est_wall_min=10.5,
+         measured=True, state="ready",
          note="J-learn with half of each judge's SFT examples (premise-misread step, clean twin) pairs "
-              "(premise_pair_share 0.5); same 6 stages x 10k steps and eval points as evpv_prm_jlearn, so the "
-              "estimate is its measured cost (2 GPUs, 3 stages each, ~480 s). Tests whether the judges learn the "
-              "premise lookup: check premise_recall first"),
+              "(premise_pair_share 0.5): premise recall 0.39 / 0.40, as without pairs (0.38): the judges still do "
+              "not learn the lookup, claims (i)-(ii) not reproduced (2 H200s beside writing_zero_c1_long, "
+              "2026-11-28: 10.5 min wall over 2 back-to-back calls)"),
     dict(name="evpv_prm_jlearn_long", config="experiments/evpv_prm/jlearn.py:long",
          results="projects/evpv_prm/results/jlearn_long", parallel=6, est_gpu_min=50, est_wall_min=25, state="ready",
          note="J-learn with 30k SFT steps (the committed judges underfit); 3x evpv_prm_jlearn's measured stage cost, "
               "so back-to-back calls on a warm machine (stage checkpoints every 2,000 steps)"),
     dict(name="march_mini_recall", config="experiments/march/table.py:mini_recall",
-         results="projects/march/results/mini_recall", parallel=6, est_gpu_min=20, est_wall_min=20, state="ready",
-         note="mini_copy's warm starts (1,200 steps) stayed at 100% hallucinated on one H200: the documents put the "
-              "value before the name that selects it; here name-first documents and 3,000-step warm starts (~600 s "
-              "each, scaled from 240 s per 1,200 steps). Check eval/halluc_rate_before in 0.3-0.5 (spec D.2) first"),
+         results="projects/march/results/mini_recall", parallel=6, est_gpu_min=21, est_wall_min=10.5, measured=True,
+         state="ready",
+         note="name-first documents, 3,000-step warm starts (~400 s each): token accuracy 0.97-0.98 and still "
+              "rising, but greedy answers 90-99% hallucinated and every MARCH Solver reward -1: inconclusive (no RL "
+              "signal). 2 H200s, 2026-11-28: 10.5 min wall over 2 back-to-back calls"),
+    dict(name="march_mini_recall_long", config="experiments/march/table.py:mini_recall_long",
+         results="projects/march/results/mini_recall_long", parallel=6, est_gpu_min=50, est_wall_min=26,
+         state="ready",
+         note="mini_recall with 10,000-step warm starts (~1,300 s each, 3.3x mini_recall's measured 400 s; stages "
+              "checkpoint every 500 steps: back-to-back calls on a warm machine). Check eval/halluc_rate_before in "
+              "0.3-0.5 (spec D.2) first"),
     dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
          results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
          state="ready", note="holistic vs rubric_pvr x 3 seeds (1 H200, 2026-11-28: 8 min in one 540 s call): "
@@ -99,8 +106,10 @@ ENTRIES = [
          state="ready", note="C1: BRPO gains 74% of round robin's Q at 400 steps, still rising; R8 does not stall "
          "(2 H200s, 2026-11-28: 4.9 min wall)"),
     dict(name="writing_zero_c1_long", config="experiments/writing_zero/table.py:c1_long",
-         results="projects/writing_zero/results/c1_long", parallel=9, est_gpu_min=30, est_wall_min=15, state="ready",
-         note="C1 at 1,200 RL steps (3x c1's measured points; the warm starts recomputed, ~1 min)"),
+         results="projects/writing_zero/results/c1_long", parallel=9, est_gpu_min=19, est_wall_min=9.4, measured=True,
+         state="ready",
+         note="C1 at 1,200 RL steps: BRPO gains 96% of round robin's Q, C1 (quality) reproduced; R8 still does not "
+              "stall (2 H200s beside evpv_prm_jlearn_pairs, 2026-11-28: 9.4 min wall over 2 back-to-back calls)"),
     dict(name="writing_zero_c2", config="experiments/writing_zero/table.py:c2",
          results="projects/writing_zero/results/c2", parallel=9, est_gpu_min=9, est_wall_min=4.6, measured=True,
          state="ready", note="C2: R1 on the biased RM loses its Q through length, not the NOTE suffix; R3 holds "

@@ -1,7 +1,8 @@
 """The claims of the MARCH ledger (criteria D.4), as data for `python -m shared.stats.ledger --project march`, which
 writes the README's ledger table and results/ledger.json.
 
-results/mini is `experiments/march/table.py:mini` (arms sft, march, symmetric x 3 seeds). Every arm of a seed starts
+results/mini is `experiments/march/table.py:mini` (arms sft, march, symmetric x 3 seeds); results/mini_recall is the
+same table on queries without the derived value, with name-first documents and 3,000-step warm starts. Every arm of a seed starts
 from that seed's SFT stage, so differences are paired by seed. A hallucination rate within 0.05 of 1 means the warm
 start copies almost no number correctly: the Solver sits at the floor and RL has no signal. Relative claims are
 linear in the arms: "lowers the rate by ≥ 30% relative" is march − 0.7 × sft < 0, "≤ half of MARCH's reduction" is
@@ -10,19 +11,23 @@ symmetric − (0.5 × march + 0.5 × sft) > 0.
 from shared.stats.claims import Arm, Claim, Level
 
 MINI = "projects/march/results/mini"
+MINI_RECALL = "projects/march/results/mini_recall"
 HALLUC, COVERAGE = "eval/halluc_rate", "eval/coverage"
 CONFIRM, ORACLE_CONFIRM = "rl/role/checker/confirm_rate", "rl/role/checker/oracle_confirm_rate"
 SOLVER_FLOOR = Level(1.0, 0.05, "floor", column=HALLUC)
+# MARCH's Solver reward (ZTR, -1 or 0) at -1 in every seed: every response flagged, no reward variance, so RL has no
+# signal whatever the hallucination rate reads (mini_recall: rates 0.90-0.99, reward -1 in all three seeds)
+NO_SIGNAL = Level(-1.0, 0.05, "floor", arm=Arm({"arm": "march"}, "rl/role/solver/reward_mean", "march"))
 FULL = ("`python -m shared.sweep --config=experiments/march/table.py --workdir=runs/march/table --parallel=8` "
-        "(the next setup first: a warm start that copies numbers, e.g. `table.py:mini_copy`)")
+        "(the next setup first: a warm start that copies numbers, e.g. `table.py:mini_recall_long`)")
 
 
 def arm(name: str, value: str = HALLUC) -> Arm:
     return Arm({"arm": name}, value, name)
 
 
-def mini(cid, text, a, b, direction, levels=(SOLVER_FLOOR,), paper="", note=""):
-    return Claim(cid, text, results=MINI, a=a, b=b, direction=direction, paired=True, levels=levels, paper=paper,
+def mini(cid, text, a, b, direction, levels=(SOLVER_FLOOR, NO_SIGNAL), paper="", note="", results=MINI):
+    return Claim(cid, text, results=results, a=a, b=b, direction=direction, paired=True, levels=levels, paper=paper,
                  note=note)
 
 
@@ -31,7 +36,7 @@ CLAIMS = [
          0.7 * arm("sft"), "less", paper="hallucination-detection agreement 55.2 → 74.9/75.2 (S)",
          note="the mini warm start sits at the floor, so every Solver gets the same reward and RL has no signal"),
     mini("1 (coverage)", "MARCH keeps coverage ≥ 90% of SFT's (no \"say less\" collapse)", arm("march", COVERAGE),
-         0.9 * arm("sft", COVERAGE), "greater", levels=(SOLVER_FLOOR, Level(0.0, 0.05, "floor")),
+         0.9 * arm("sft", COVERAGE), "greater", levels=(SOLVER_FLOOR, NO_SIGNAL, Level(0.0, 0.05, "floor")),
          paper="(S)"),
     mini("2 (reduction)", "The symmetric Checker gets ≤ half of MARCH's reduction of the hallucination rate",
          arm("symmetric"), 0.5 * arm("march") + 0.5 * arm("sft"), "greater",
@@ -41,6 +46,16 @@ CLAIMS = [
          paper="joint blind training > alternatives (S)",
          note="with every answer wrong, a confirmation above the oracle's is the bias the arm exists to show, but "
               "with no reduction to compare it is no test of the claim"),
+    mini("1 (hallucination), recall", "As 1 (hallucination), on mini_recall", arm("march"), 0.7 * arm("sft"), "less",
+         paper="hallucination-detection agreement 55.2 → 74.9/75.2 (S)", results=MINI_RECALL),
+    mini("1 (coverage), recall", "As 1 (coverage), on mini_recall", arm("march", COVERAGE), 0.9 * arm("sft", COVERAGE),
+         "greater", levels=(SOLVER_FLOOR, NO_SIGNAL, Level(0.0, 0.05, "floor")), paper="(S)", results=MINI_RECALL),
+    mini("2 (reduction), recall", "As 2 (reduction), on mini_recall", arm("symmetric"),
+         0.5 * arm("march") + 0.5 * arm("sft"), "greater", paper="joint blind training > alternatives (S)",
+         results=MINI_RECALL),
+    mini("2 (confirmation), recall", "As 2 (confirmation), on mini_recall", arm("symmetric", CONFIRM),
+         arm("symmetric", ORACLE_CONFIRM), "greater", paper="joint blind training > alternatives (S)",
+         results=MINI_RECALL),
     Claim("3", "MARCH closes ≥ 50% of the gap between SFT and the oracle-reward arm", paper="— (our upper-bound arm)",
           not_run=f"arms sft, march, oracle of {FULL}"),
     Claim("4 (Checker)", "Solver + Checker ≥ Solver-only on `eval/halluc_rate`", paper="ordering as reported (S)",

@@ -2,7 +2,8 @@
 `python -m shared.stats.ledger --project writing_zero`, which writes the README's ledger table and
 results/ledger.json.
 
-Tables: results/c1 (R6 BRPO, R7 round robin, R8 fixed reference, all on the oracle judge) and results/c2 (R1 GRPO on
+Tables: results/c1 (R6 BRPO, R7 round robin, R8 fixed reference, all on the oracle judge; 400 RL steps),
+results/c1_long (the same at 1,200 steps: at 400 BRPO was still rising) and results/c2 (R1 GRPO on
 the biased scalar RM, R2 BRPO on the plain judge, R3 BRPO on the principled judge), 3 seeds each. Every arm of a seed
 starts from the same "-Zero" policy (and judges / RM), so differences are paired by seed.
 
@@ -15,6 +16,7 @@ peak, NOTE rate > 50%) is three claims, one per part, so the table shows which p
 from shared.stats.claims import Arm, Claim
 
 C1 = "projects/writing_zero/results/c1"
+C1_LONG = "projects/writing_zero/results/c1_long"
 C2 = "projects/writing_zero/results/c2"
 LABELS = {"R1": "R1 GRPO, scalar RM", "R3": "R3 BRPO, principled judge", "R6": "R6 BRPO", "R7": "R7 round robin",
           "R8": "R8 fixed reference"}
@@ -40,6 +42,16 @@ CLAIMS = [
     Claim("C1 (R8 stalls)", "R8's groups win all their comparisons: share of all-win groups at the end > 0.5 "
           "(spec: it goes to 1)", results=C1, a=arm("R8", "rl/pairwise_all_win_frac"), b=0.5,
           direction="greater", margin=0.0, paired=True, paper="fixed reference stalls (spec 4.6 C1)"),
+    Claim("C1 at 1,200 steps (quality)", "As C1 (quality), after 1,200 RL steps", results=C1_LONG,
+          a=gain("R6"), b=0.9 * gain("R7"), direction="greater", margin=0.0, paired=True,
+          paper="BRPO matches round robin's quality at 2/G of the judge calls (spec 4.6 C1)",
+          note="gain = wz/q_final - wz/q_before (Q is signed)"),
+    Claim("C1 at 1,200 steps (R8 below R6)", "As C1 (R8 below R6), after 1,200 RL steps", results=C1_LONG,
+          a=arm("R8", "wz/q_final"), b=arm("R6", "wz/q_final"), direction="less", margin=0.0, paired=True,
+          paper="fixed reference stalls (spec 4.6 C1)"),
+    Claim("C1 at 1,200 steps (R8 stalls)", "As C1 (R8 stalls), after 1,200 RL steps", results=C1_LONG,
+          a=arm("R8", "rl/pairwise_all_win_frac"), b=0.5, direction="greater", margin=0.0, paired=True,
+          paper="fixed reference stalls (spec 4.6 C1)"),
     Claim("C2 (R1 Q falls)", "GRPO on the biased scalar RM (R1) loses >= 20% of its peak Q by the end", results=C2,
           a=arm("R1", "wz/q_drop"), b=0.2, direction="greater", margin=0.0, paired=True,
           paper="the scalar RM is hacked (spec 4.6 C2)", note="wz/q_drop = (peak - final) / |peak|"),
