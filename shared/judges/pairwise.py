@@ -139,8 +139,8 @@ class OpenAIJudge:
 
 
 JUDGE_BACKENDS = ("http", "http_genrm", "sampler", "oracle", "mock", "scalar_rm")
-# judge/* metrics a step reports: counts of this call (and *_total: since the reward was built, so a resumed run
-# counts from its restart)
+# judge/* metrics a step reports: counts of this call, and judge/pairs_total, judge/calls_total over the whole run
+# (a resumed run's totals continue from its checkpoint: PairwiseJudgeReward.get_state / set_state)
 _COST_KEYS = ("pairs", "calls", "malformed", "errors", "requests", "retries", "prompt_tokens", "completion_tokens",
               "seconds", "swapped", "swap_disagreements", "vote_splits", "flipped")
 
@@ -153,6 +153,7 @@ class PairwiseJudgeReward:
         self.judge, self.reference_column = judge, reference_column
         self.generative = as_generative(judge)
         self.last_verdicts: list = []   # the verdicts of the last judge_pairs call (critiques, raw replies)
+        self._totals_before = {"pairs": 0.0, "calls": 0.0}  # counted before this process (restored on resume)
 
     def __call__(self, prompts: Sequence[str], completions: Sequence[str], **columns) -> list[float]:
         if self.reference_column not in columns:
@@ -162,6 +163,20 @@ class PairwiseJudgeReward:
 
     def cost(self) -> dict:
         return self.generative.cost()
+
+    def totals(self) -> dict:
+        """Pairs and calls judged over the whole run, the ones before a resume included."""
+        cost = self.cost()
+        return {k: self._totals_before[k] + float(cost.get(k, 0)) for k in ("pairs", "calls")}
+
+    def get_state(self) -> dict:
+        """What a checkpoint keeps (JSON): the run's totals so far, so a resumed run's judge/*_total continue."""
+        return {"totals": self.totals()}
+
+    def set_state(self, state: dict | None) -> None:
+        """Restores get_state's totals; call it before judging (the counts since start add on top)."""
+        totals = (state or {}).get("totals", {})
+        self._totals_before = {k: float(totals.get(k, 0.0)) - float(self.cost().get(k, 0)) for k in ("pairs", "calls")}
 
     def judge_pairs(self, prompts: Sequence[str], first: Sequence[str], second: Sequence[str], *,
                     seed: int | None = None, columns: dict | None = None) -> tuple[np.ndarray, dict]:
@@ -174,8 +189,7 @@ class PairwiseJudgeReward:
         pref = np.asarray([v.pref for v in verdicts], np.int8)
         metrics = {f"judge/{k}": float(after.get(k, 0) - before.get(k, 0)) for k in _COST_KEYS
                    if k in after or k in ("pairs", "calls", "malformed")}
-        metrics["judge/pairs_total"] = float(after.get("pairs", 0))
-        metrics["judge/calls_total"] = float(after.get("calls", 0))
+        metrics.update({f"judge/{k}_total": v for k, v in self.totals().items()})
         if len(pref):
             metrics["judge/first_wins_frac"] = float(np.mean(pref > 0))
             metrics["judge/tie_frac"] = float(np.mean(pref == 0))

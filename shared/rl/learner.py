@@ -276,8 +276,8 @@ class RLHook(Hook):
 
 class LoopState:
     """A checkpoint's data_state: the prompt iterator's position and, when it has one, the reward combiner's state
-    (frozen reference statistics, dynamic weights) under "reward_combine", the demonstrations' position under
-    "sft_aux"."""
+    (frozen reference statistics, dynamic weights) under "reward_combine", the pairwise judge's run totals under
+    "judge", the demonstrations' position under "sft_aux"."""
 
     def __init__(self, prompts: PromptIterator, reward: Reward, sft_stream: sft_aux.Stream | None = None):
         self.prompts, self.reward, self.sft_stream = prompts, reward, sft_stream
@@ -287,6 +287,9 @@ class LoopState:
         combine = self.reward.manager.get_state() if hasattr(self.reward.manager, "get_state") else None
         if combine:
             state["reward_combine"] = combine
+        judge = getattr(self.reward, "judge", None)
+        if judge is not None and hasattr(judge, "get_state"):
+            state["judge"] = judge.get_state()
         if self.sft_stream is not None:
             state["sft_aux"] = self.sft_stream.get_state()
         return state
@@ -295,6 +298,9 @@ class LoopState:
         self.prompts.set_state(state)
         if state.get("reward_combine") and hasattr(self.reward.manager, "set_state"):
             self.reward.manager.set_state(state["reward_combine"])
+        judge = getattr(self.reward, "judge", None)
+        if state.get("judge") and judge is not None and hasattr(judge, "set_state"):
+            judge.set_state(state["judge"])
         if self.sft_stream is not None and state.get("sft_aux"):
             self.sft_stream.set_state(state["sft_aux"])
 
