@@ -242,8 +242,9 @@ def _window_mean(rows: list[dict], key: str, lo: float, hi: float) -> float:
 
 
 def judge_calls_total(rows: list[dict]) -> float:
-    """The run's judge calls from the cumulative judge/calls_total rows. The counter lives in the judge object, so a
-    resumed run counts again from 0 (its metrics.jsonl was cut back to the checkpoint's step first): a row whose
+    """The run's judge calls from the cumulative judge/calls_total rows. Since the RL checkpoint keeps the judge's
+    totals the counter runs on across a resume; in runs from before that (results/c1_long's R6_s2) a resumed run
+    counted again from 0 (its metrics.jsonl was cut back to the checkpoint's step first): a row whose
     counter did not grow starts a new segment (a pairwise RL step always calls the judge, so a counter that stands
     still was reset), and the total is the sum of every segment's last value."""
     calls = [float(r["judge/calls_total"]) for r in rows if "judge/calls_total" in r]
