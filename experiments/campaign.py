@@ -149,9 +149,12 @@ ENTRIES = [
          parallel=9, est_gpu_min=150, est_wall_min=40, state="ready",
          note="SSP, solver-only, proposer-only x 3 seeds on 4 H100s (3 points per GPU; one H100: --parallel=4, ~85 "
               "min); the warm start stops at 2-hop 0.35: check warm/stopped_at and eval/acc_h2_before first"),
-    dict(name="proxy_grm_table", config="experiments/proxy_grm/table.py", results="projects/proxy_grm/results/table",
-         parallel=16, est_gpu_min=60, est_wall_min=15, state="needs a proxy that reads the rubric (hard world: "
-         "sensitivity 0.008)", note="conditions A-F x 3 seeds"),
+    dict(name="proxy_grm_hard_cf_big_full", config="experiments/proxy_grm/table.py:hard_cf_big_full",
+         results="projects/proxy_grm/results/hard_cf_big_full", parallel=12, est_gpu_min=30, est_wall_min=15,
+         state="ready",
+         note="conditions A-F x 3 seeds in hard_cf_big's setup (claims 3-5; the spec world's full table would sit at "
+              "the rubric ceiling like :small): 12 stages + 21 points, 2.3x hard_cf_big's measured points plus "
+              "Proxy-RL stages of 12,000 steps; 2 GPUs"),
     dict(name="writing_zero_table", config="experiments/writing_zero/table.py",
          results="projects/writing_zero/results/table", parallel=16, est_gpu_min=150, est_wall_min=30, state="ready",
          note="R0-R8 (+R3n) x 3 seeds, 4 H100s"),

@@ -32,6 +32,9 @@ G 8, T 1.0, KL k3 0.01, clip 0.2, lr 3e-5, 300 steps; evaluation on 512 ID and 5
     # hard_cf with proxies trained on 12k pairs for 2400 steps instead of the spec's 1.5k / 600 (their accuracy with
     # the true rubric was 0.68-0.79 in hard_cf; README "A proxy that reads the rubric"):
     python -m shared.sweep --config=experiments/proxy_grm/table.py:hard_cf_big --workdir=runs/proxy_grm/hard_cf_big --parallel=9
+    # every arm of §4.4 (A-F x 3 seeds: 12 stages + 21 points) in hard_cf_big's setup (Proxy-RL at the spec's
+    # ratios to Proxy-SFT: 24k pairs, 12,000 steps):
+    python -m shared.sweep --config=experiments/proxy_grm/table.py:hard_cf_big_full --workdir=runs/proxy_grm/hard_cf_big_full --parallel=12
     # the whole of §4.4 (12 stages + 21 points):
     python -m shared.sweep --config=experiments/proxy_grm/table.py --workdir=runs/proxy_grm/table --parallel=16
 
@@ -47,7 +50,8 @@ from projects.proxy_grm.config import ARMS, grm_rl_config, grm_sft_config, proxy
 
 SEEDS = (0, 1, 2)
 # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
-SWEEP_VARIANTS = ("small", "lr", "coldstart", "hard", "hard_smoke", "hard_lr", "hard_cf", "hard_cf_big")
+SWEEP_VARIANTS = ("small", "lr", "coldstart", "hard", "hard_smoke", "hard_lr", "hard_cf", "hard_cf_big",
+                  "hard_cf_big_full")
 LRS = (1e-5, 3e-5, 1e-4)          # spec §4.3's GRPO learning-rate sweep (variant "lr": arms B, C, seed 0)
 SMALL_ARMS = ("A", "B", "C")
 FULL_ARMS = ("A", "B", "C", "D", "E3", "E7", "F")
@@ -114,11 +118,11 @@ def get_sweep(arg=None):
         return _hard_lr_sweep()
     if arg == "hard_cf":
         return _hard_cf_sweep()
-    if arg == "hard_cf_big":
-        return _hard_cf_big_sweep()
+    if arg in ("hard_cf_big", "hard_cf_big_full"):
+        return _hard_cf_big_sweep(full=arg == "hard_cf_big_full")
     if arg not in (None, "small", "smoke"):
-        raise ValueError(f"experiments/proxy_grm/table.py: unknown sweep variant {arg!r} "
-                         f"(known: small, lr, coldstart, hard, hard_smoke, hard_lr, hard_cf, hard_cf_big, smoke)")
+        raise ValueError(f"experiments/proxy_grm/table.py: unknown sweep variant {arg!r} (known: small, lr, coldstart, "
+                         f"hard, hard_smoke, hard_lr, hard_cf, hard_cf_big, hard_cf_big_full, smoke)")
     smoke = arg == "smoke"
     suffix = "_smoke" if smoke else ""
     seeds = SEEDS[:1] if smoke else SEEDS
@@ -182,12 +186,12 @@ HARD_WORLD = "combo"           # variant "hard": RubricWorld whose task type nee
 HARD_COLD_START_STEPS = 400    # CPU check (README "Hard variant"): rubric F1 flat at ~0.77, verdict above chance by 400
 
 
-def _hard_sweep(smoke: bool = False):
-    """Arms A, B, C x 3 seeds (smoke: seed 0) on the HARD_WORLD RubricWorld (rubricworld.TYPE_INFERENCES): the
+def _hard_sweep(smoke: bool = False, full: bool = False):
+    """Arms A, B, C (full: A-F) x 3 seeds (smoke: seed 0) on the HARD_WORLD RubricWorld (rubricworld.TYPE_INFERENCES): the
     spec world's rubric is a keyword lookup that every cold start writes perfectly, so claim 1 has no room there;
     here the rubric needs the whole prompt and a HARD_COLD_START_STEPS-step cold start writes imperfect ones.
     Every stage and point carries the world's overrides (proxy data, cold-start data, RL data, evaluation)."""
-    table = get_sweep("smoke" if smoke else "small")
+    table = get_sweep("smoke" if smoke else (None if full else "small"))
     world = world_overrides(HARD_WORLD)
     stages = []
     for stage in table["stages"]:
@@ -226,30 +230,41 @@ def _hard_lr_sweep():
 COUNTERFACTUAL = 0.5   # variant "hard_cf": fraction of Proxy-SFT pairs that also appear with another type's rubric
 
 
-def _hard_cf_sweep():
+def _hard_cf_sweep(full: bool = False):
     """The hard table (arms A, B, C x 3 seeds) at lr HARD_LR with rubric-reading proxies: both proxies (the training
     proxy and the unseen evaluator (a)) get proxy_grm.proxy.counterfactual = COUNTERFACTUAL, since in the hard world a
     proxy trained on gold rubrics alone judges from the responses and ignores the rubric (results/hard)."""
-    table = _hard_sweep()
+    table = _hard_sweep(full=full)
     stages = [dict(s, overrides={**s["overrides"], "proxy_grm.proxy.counterfactual": COUNTERFACTUAL})
               if s["name"].startswith("proxy_") else s for s in table["stages"]]
     points = [dict(p, overrides={**p["overrides"], **({"optim.lr": HARD_LR} if p["arm"] != "A" else {})})
               for p in table["points"]]
-    return dict(table, name="proxy_grm_hard_cf", stages=stages, points=points)
+    return dict(table, name="proxy_grm_hard_cf" + ("_full" if full else ""), stages=stages, points=points)
 
 
 PROXY_BIG_N, PROXY_BIG_STEPS = 12_000, 2400   # variant "hard_cf_big": Proxy-SFT pairs and steps (spec: 1.5k, 600)
+# hard_cf_big_full's Proxy-RL (arm D): the spec's ratios to Proxy-SFT (2x the pairs, 5x the steps: 3k / 3000 against
+# 1.5k / 600) at the big size
+PROXY_RL_BIG_N, PROXY_RL_BIG_STEPS = 2 * PROXY_BIG_N, 5 * PROXY_BIG_STEPS
 
 
-def _hard_cf_big_sweep():
+def _big_proxy(n: int, steps: int) -> dict:
+    return {"proxy_grm.proxy.n_train": n, "train.steps": steps, "train.checkpoint_every": steps,
+            "train.eval_every": steps // 4}
+
+
+def _hard_cf_big_sweep(full: bool = False):
     """hard_cf with both proxies trained on PROXY_BIG_N pairs for PROXY_BIG_STEPS steps (our departure from the
     spec's 1.5k pairs): in hard_cf the proxies judge only 0.68-0.79 of pairs right with the true rubric, and on 1.5k
     pairs a longer Proxy-SFT overfits (README "A proxy that reads the rubric"), so r_proxy is too noisy to pull the
-    rubric towards the truth."""
-    table = _hard_cf_sweep()
-    big = {"proxy_grm.proxy.n_train": PROXY_BIG_N, "train.steps": PROXY_BIG_STEPS,
-           "train.checkpoint_every": PROXY_BIG_STEPS, "train.eval_every": PROXY_BIG_STEPS // 4}
-    stages = [dict(s, overrides={**s["overrides"], **big}) if s["name"].startswith("proxy_") else s
+    rubric towards the truth. full: every arm of §4.4 (A-F; Proxy-RL at PROXY_RL_BIG_N / PROXY_RL_BIG_STEPS)."""
+    table = _hard_cf_sweep(full=full)
+    def big(name):
+        if name.startswith("proxy_rl_"):
+            return _big_proxy(PROXY_RL_BIG_N, PROXY_RL_BIG_STEPS)
+        return _big_proxy(PROXY_BIG_N, PROXY_BIG_STEPS)
+
+    stages = [dict(s, overrides={**s["overrides"], **big(s["name"])}) if s["name"].startswith("proxy_") else s
               for s in table["stages"]]
-    return dict(table, name="proxy_grm_hard_cf_big", stages=stages)
+    return dict(table, name="proxy_grm_hard_cf_big" + ("_full" if full else ""), stages=stages)
 

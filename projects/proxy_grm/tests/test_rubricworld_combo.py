@@ -157,3 +157,32 @@ def test_hard_table_runs_every_stage_and_point_on_the_combo_world(variant):
     if variant == "hard":
         assert all(s["overrides"]["train.steps"] == module.HARD_COLD_START_STEPS == 400 for s in cold)
     assert "hard" in module.SWEEP_VARIANTS and "hard_smoke" in module.SWEEP_VARIANTS
+
+
+def test_the_full_hard_cf_big_table_extends_hard_cf_big_with_every_arm():
+    """hard_cf_big_full = hard_cf_big's stages and points unchanged (its results compare directly) plus Proxy-RL
+    stages (the spec's 2x pairs and 5x steps of Proxy-SFT, counterfactual rows too) and arms D, E3, E7, F, every
+    one on the combo world and pointing at stages of the table."""
+    import os
+    import re
+
+    from shared.sweep.table import load_module
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "experiments/proxy_grm/table.py")
+    module = load_module(os.path.abspath(path))
+    small, full = module.get_sweep("hard_cf_big"), module.get_sweep("hard_cf_big_full")
+    stages, points = {s["name"]: s for s in full["stages"]}, {p["name"]: p for p in full["points"]}
+    assert all(stages[s["name"]] == s for s in small["stages"]) and all(points[p["name"]] == p for p in small["points"])
+    assert len(stages) == 12 and len(points) == 21
+    assert sorted({p["arm"] for p in points.values()}) == ["A", "B", "C", "D", "E3", "E7", "F"]
+    proxy_rl = [s for s in full["stages"] if s["name"].startswith("proxy_rl_")]
+    assert len(proxy_rl) == 3
+    for s in proxy_rl:
+        assert s["overrides"]["proxy_grm.proxy.n_train"] == 24_000 and s["overrides"]["train.steps"] == 12_000
+        assert s["overrides"]["proxy_grm.proxy.counterfactual"] == module.COUNTERFACTUAL
+    for p in points.values():
+        assert all(p["overrides"][k] == "combo" for k in world_overrides("combo")), p["name"]
+        refs = re.findall(r"\{stage:([^}]+)\}", " ".join(str(v) for v in p["overrides"].values()))
+        assert set(refs) <= set(stages), p["name"]
+        assert ("proxy_rl_" in p["overrides"]["proxy_grm.proxy_run"]) == (p["arm"] == "D")
+        assert p["overrides"].get("optim.lr") == (None if p["arm"] == "A" else module.HARD_LR)
