@@ -114,6 +114,15 @@ ENTRIES = [
          results="projects/writing_zero/results/c2", parallel=9, est_gpu_min=9, est_wall_min=4.6, measured=True,
          state="ready", note="C2: R1 on the biased RM loses its Q through length, not the NOTE suffix; R3 holds "
          "(2 H200s, 2026-11-28: 4.6 min wall)"),
+    dict(name="writing_zero_c2_8seeds", config="experiments/writing_zero/table.py:c2_8seeds",
+         results="projects/writing_zero/results/c2_8seeds", parallel=12, est_gpu_min=24, est_wall_min=12,
+         state="ready",
+         note="C2 at 8 seeds: at 3, R2's spread (std 0.37 in Q) left R2 vs R3, R1 vs R2 and R1's proxy rise "
+              "undecided; 8/3 of c2's measured 9 GPU-min, 2 GPUs"),
+    dict(name="writing_zero_rest", config="experiments/writing_zero/table.py:rest",
+         results="projects/writing_zero/results/rest", parallel=8, est_gpu_min=18, est_wall_min=9, state="ready",
+         note="R0, R3, R3n, R4, R5 x 3 seeds (6 stages + 15 points): with c1 and c2 the whole R0-R8 matrix; R3 vs "
+              "R3n paired (spec 4.6: which BRPO variant to keep); R4's round robin doubles its judge calls"),
     dict(name="openrs_e3", config="experiments/openrs/e3_brpo_writing.py", results="projects/openrs/results/e3",
          parallel=8, est_gpu_min=40, est_wall_min=10, state="ready", note="4 judges x 3 seeds, 4 H100s"),
     dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",
@@ -157,7 +166,8 @@ ENTRIES = [
               "Proxy-RL stages of 12,000 steps; 2 GPUs"),
     dict(name="writing_zero_table", config="experiments/writing_zero/table.py",
          results="projects/writing_zero/results/table", parallel=16, est_gpu_min=150, est_wall_min=30, state="ready",
-         note="R0-R8 (+R3n) x 3 seeds, 4 H100s"),
+         note="R0-R8 (+R3n) x 3 seeds on shared stages, 4 H100s; c1, c1_long, c2, c2_8seeds and rest cover its "
+              "arms and claims at lower cost, so this one is last"),
     dict(name="skill_rm_agent_judge", config="experiments/skill_rm/agent_judge.py",
          results="projects/skill_rm/results/agent_judge", parallel=1, est_gpu_min=90, est_wall_min=90,
          state="needs a served judge model with tool calling: JUDGE_BASE_URL / JUDGE_MODEL (vLLM "

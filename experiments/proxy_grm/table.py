@@ -187,9 +187,10 @@ HARD_COLD_START_STEPS = 400    # CPU check (README "Hard variant"): rubric F1 fl
 
 
 def _hard_sweep(smoke: bool = False, full: bool = False):
-    """Arms A, B, C (full: A-F) x 3 seeds (smoke: seed 0) on the HARD_WORLD RubricWorld (rubricworld.TYPE_INFERENCES): the
-    spec world's rubric is a keyword lookup that every cold start writes perfectly, so claim 1 has no room there;
-    here the rubric needs the whole prompt and a HARD_COLD_START_STEPS-step cold start writes imperfect ones.
+    """Arms A, B, C (full: A-F) x 3 seeds (smoke: seed 0) on the HARD_WORLD RubricWorld
+    (rubricworld.TYPE_INFERENCES): the spec world's rubric is a keyword lookup that every cold start writes
+    perfectly, so claim 1 has no room there; here the rubric needs the whole prompt and a
+    HARD_COLD_START_STEPS-step cold start writes imperfect ones.
     Every stage and point carries the world's overrides (proxy data, cold-start data, RL data, evaluation)."""
     table = get_sweep("smoke" if smoke else (None if full else "small"))
     world = world_overrides(HARD_WORLD)

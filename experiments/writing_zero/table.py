@@ -10,6 +10,11 @@ ConstraintWriting, 3 seeds, judged against claims C1 and C2 of spec 4.6 in proje
         --parallel=9
     # C2 alone (R1, R2, R3 x 3 seeds; 12 stages + 9 points):
     python -m shared.sweep --config=experiments/writing_zero/table.py:c2 --workdir=runs/writing_zero/c2 --parallel=9
+    # C2 at 8 seeds (R2's spread over 3 seeds left R2 vs R3 and R1 vs R2 undecided; 32 stages + 24 points):
+    python -m shared.sweep --config=experiments/writing_zero/table.py:c2_8seeds --workdir=runs/writing_zero/c2_8seeds \
+        --parallel=12
+    # the arms c1 and c2 leave out (R0, R3n, R4, R5) with R3 for a paired R3 vs R3n (6 stages + 15 points):
+    python -m shared.sweep --config=experiments/writing_zero/table.py:rest --workdir=runs/writing_zero/rest --parallel=8
 
 Per seed, stages (every arm of a seed starts from the same ones; projects/writing_zero/config.py):
   zero_s<k>              the "-Zero" policy: SFT on prompt + random-response sequences (format only), 1000 x 128
@@ -47,12 +52,17 @@ from projects.writing_zero.config import (ARMS, judge_config, judge_rl_config, r
                                           warm_start_config)
 
 SEEDS = (0, 1, 2)
+# c2_8seeds: C2 at 8 seeds. At 3 (results/c2) R2's final Q spread over seeds (std 0.37) leaves R2 vs R3 and R1 vs R2
+# undecided (+0.56 [-0.38, +1.49], +0.82 [-0.16, +1.81]), and R1's proxy rise too (+5.9 [-3.9, +15.7])
+C2_MORE_SEEDS = tuple(range(8))
 STAGE_VARIANTS = ("warm_start", "judge_plain", "judge_principled", "judge_rl", "rm")
 VARIANTS = (*ARMS, *STAGE_VARIANTS)          # every variant is built and validated in CI (tests/test_experiments.py)
-SWEEP_VARIANTS = ("c1", "c2", "c1_long")
+SWEEP_VARIANTS = ("c1", "c2", "c1_long", "rest", "c2_8seeds")
 LONG_STEPS = 1200   # c1_long: at 400 steps BRPO (R6) was still rising (its peak Q at its last evaluation)
 C1_ARMS = ("R6", "R7", "R8")
 C2_ARMS = ("R1", "R2", "R3")
+# rest: the arms c1 and c2 leave out, with R3 again so R3 vs R3n (spec 4.6: which BRPO variant to keep) is paired
+REST_ARMS = ("R0", "R3", "R3n", "R4", "R5")
 COLUMNS = ["wz/q_final", "wz/q_before", "wz/q_peak", "wz/q_drop", "wz/q_greedy", "wz/q1_greedy", "wz/note_rate",
            "wz/words", "wz/in_band", "wz/coverage", "wz/proxy_rise", "wz/hacked", "wz/judge_calls",
            "wz/judge_calls_per_step", "rl/pairwise_all_win_frac", "reward/writing_zero/quality/mean",
@@ -109,12 +119,14 @@ def get_sweep(arg=None):
                          f"(known: smoke, {', '.join(SWEEP_VARIANTS)})")
     smoke = arg == "smoke"
     suffix = "_smoke" if smoke else ""
-    seeds = SEEDS[:1] if smoke else SEEDS
-    arms = C1_ARMS if arg in ("c1", "c1_long") else C2_ARMS if arg == "c2" else tuple(ARMS)
+    seeds = SEEDS[:1] if smoke else C2_MORE_SEEDS if arg == "c2_8seeds" else SEEDS
+    arms = {"c1": C1_ARMS, "c1_long": C1_ARMS, "c2": C2_ARMS, "c2_8seeds": C2_ARMS,
+            "rest": REST_ARMS}.get(arg, tuple(ARMS))
     steps = LONG_STEPS if arg == "c1_long" else None
     stages = [s for seed in seeds for s in stages_for(seed, suffix, arms)]
     points = [point(arm, seed, suffix, steps) for arm in arms for seed in seeds]
     name = {"c1": "writing_zero_c1", "c2": "writing_zero_c2", "c1_long": "writing_zero_c1_long",
+            "rest": "writing_zero_rest", "c2_8seeds": "writing_zero_c2_8seeds",
             "smoke": "writing_zero_smoke"}.get(arg, "writing_zero")
     return dict(name=name, stages=stages, points=points, columns=COLUMNS, group=["arm"],
                 plot=dict(kind="curves", metric="wz/q", x="step"))

@@ -18,7 +18,8 @@ from shared.stats.claims import Arm, Claim
 C1 = "projects/writing_zero/results/c1"
 C1_LONG = "projects/writing_zero/results/c1_long"
 C2 = "projects/writing_zero/results/c2"
-LABELS = {"R1": "R1 GRPO, scalar RM", "R3": "R3 BRPO, principled judge", "R6": "R6 BRPO", "R7": "R7 round robin",
+LABELS = {"R1": "R1 GRPO, scalar RM", "R2": "R2 BRPO, plain judge",
+          "R3": "R3 BRPO, principled judge", "R6": "R6 BRPO", "R7": "R7 round robin",
           "R8": "R8 fixed reference"}
 
 
@@ -67,4 +68,14 @@ CLAIMS = [
           paper="the principled judge is not hacked (spec 4.6 C2)"),
     Claim("C2 (R3 NOTE)", "R3's NOTE rate at the end < 10%", results=C2, a=arm("R3", "wz/note_rate"), b=0.1,
           direction="less", margin=0.0, paired=True, paper="the principled judge is not hacked (spec 4.6 C2)"),
+    Claim("C2 (R3 length)", "R3's responses keep to the requested length band: share in band at the end > 0.5",
+          results=C2, a=arm("R3", "wz/in_band"), b=0.5, direction="greater", margin=0.0, paired=True,
+          paper="the principled judge is not hacked (spec 4.6 C2)",
+          note="\"length within the requested band\" read as most responses in band"),
+    Claim("R2 vs R3 (principles)", "The principle tokens help: BRPO on the principled judge (R3) ends above BRPO on the "
+          "plain judge (R2) in Q", results=C2, a=arm("R3", "wz/q_final"), b=arm("R2", "wz/q_final"),
+          direction="greater", margin=0.0, paired=True, paper="R2 vs R3 isolates the principle effect (spec 4.6)"),
+    Claim("R1 vs R2 (pairwise)", "On the same biased data, the pairwise judge (R2, BRPO) ends above the scalar RM (R1, "
+          "GRPO) in Q", results=C2, a=arm("R2", "wz/q_final"), b=arm("R1", "wz/q_final"), direction="greater",
+          margin=0.0, paired=True, paper="R1 vs R2 isolates scalar vs pairwise (spec 4.6)"),
 ]
