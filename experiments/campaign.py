@@ -75,10 +75,6 @@ ENTRIES = [
               "(premise_pair_share 0.5): premise recall 0.39 / 0.40, as without pairs (0.38): the judges still do "
               "not learn the lookup, claims (i)-(ii) not reproduced (2 H200s beside writing_zero_c1_long, "
               "2026-11-28: 10.5 min wall over 2 back-to-back calls)"),
-    dict(name="evpv_prm_jlearn_long", config="experiments/evpv_prm/jlearn.py:long",
-         results="projects/evpv_prm/results/jlearn_long", parallel=6, est_gpu_min=50, est_wall_min=25, state="ready",
-         note="J-learn with 30k SFT steps (the committed judges underfit); 3x evpv_prm_jlearn's measured stage cost, "
-              "so back-to-back calls on a warm machine (stage checkpoints every 2,000 steps)"),
     dict(name="march_mini_recall", config="experiments/march/table.py:mini_recall",
          results="projects/march/results/mini_recall", parallel=6, est_gpu_min=21, est_wall_min=10.5, measured=True,
          state="ready",
@@ -123,8 +119,18 @@ ENTRIES = [
          results="projects/writing_zero/results/rest", parallel=8, est_gpu_min=18, est_wall_min=9, state="ready",
          note="R0, R3, R3n, R4, R5 x 3 seeds (6 stages + 15 points): with c1 and c2 the whole R0-R8 matrix; R3 vs "
               "R3n paired (spec 4.6: which BRPO variant to keep); R4's round robin doubles its judge calls"),
+    dict(name="proxy_grm_hard_cf_big_full", config="experiments/proxy_grm/table.py:hard_cf_big_full",
+         results="projects/proxy_grm/results/hard_cf_big_full", parallel=12, est_gpu_min=30, est_wall_min=15,
+         state="ready",
+         note="conditions A-F x 3 seeds in hard_cf_big's setup (claims 3-5; the spec world's full table would sit at "
+              "the rubric ceiling like :small): 12 stages + 21 points, 2.3x hard_cf_big's measured points plus "
+              "Proxy-RL stages of 12,000 steps; 2 GPUs"),
     dict(name="openrs_e3", config="experiments/openrs/e3_brpo_writing.py", results="projects/openrs/results/e3",
          parallel=8, est_gpu_min=40, est_wall_min=10, state="ready", note="4 judges x 3 seeds, 4 H100s"),
+    dict(name="evpv_prm_jlearn_long", config="experiments/evpv_prm/jlearn.py:long",
+         results="projects/evpv_prm/results/jlearn_long", parallel=6, est_gpu_min=50, est_wall_min=25, state="ready",
+         note="J-learn with 30k SFT steps (the committed judges underfit); 3x evpv_prm_jlearn's measured stage cost, "
+              "so back-to-back calls on a warm machine (stage checkpoints every 2,000 steps)"),
     dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",
          results="projects/dir_debias/results/small_scale_spec", parallel=12, est_gpu_min=60, est_wall_min=15,
          state="ready",
@@ -158,12 +164,6 @@ ENTRIES = [
          parallel=9, est_gpu_min=150, est_wall_min=40, state="ready",
          note="SSP, solver-only, proposer-only x 3 seeds on 4 H100s (3 points per GPU; one H100: --parallel=4, ~85 "
               "min); the warm start stops at 2-hop 0.35: check warm/stopped_at and eval/acc_h2_before first"),
-    dict(name="proxy_grm_hard_cf_big_full", config="experiments/proxy_grm/table.py:hard_cf_big_full",
-         results="projects/proxy_grm/results/hard_cf_big_full", parallel=12, est_gpu_min=30, est_wall_min=15,
-         state="ready",
-         note="conditions A-F x 3 seeds in hard_cf_big's setup (claims 3-5; the spec world's full table would sit at "
-              "the rubric ceiling like :small): 12 stages + 21 points, 2.3x hard_cf_big's measured points plus "
-              "Proxy-RL stages of 12,000 steps; 2 GPUs"),
     dict(name="writing_zero_table", config="experiments/writing_zero/table.py",
          results="projects/writing_zero/results/table", parallel=16, est_gpu_min=150, est_wall_min=30, state="ready",
          note="R0-R8 (+R3n) x 3 seeds on shared stages, 4 H100s; c1, c1_long, c2, c2_8seeds and rest cover its "
