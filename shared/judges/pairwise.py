@@ -175,8 +175,8 @@ class PairwiseJudgeReward:
 
     def set_state(self, state: dict | None) -> None:
         """Restores get_state's totals; call it before judging (the counts since start add on top)."""
-        totals = (state or {}).get("totals", {})
-        self._totals_before = {k: float(totals.get(k, 0.0)) - float(self.cost().get(k, 0)) for k in ("pairs", "calls")}
+        totals, cost = (state or {}).get("totals", {}), self.cost()
+        self._totals_before = {k: float(totals.get(k, 0.0)) - float(cost.get(k, 0)) for k in ("pairs", "calls")}
 
     def judge_pairs(self, prompts: Sequence[str], first: Sequence[str], second: Sequence[str], *,
                     seed: int | None = None, columns: dict | None = None) -> tuple[np.ndarray, dict]:
