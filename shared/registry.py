@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import os
 from typing import Any, Callable, Iterable, Iterator
 
 # The modules whose import registers the built-in entries, loaded on the first lookup (they sit above this
@@ -111,6 +112,10 @@ class Registry:
         known = self.names()
         close = difflib.get_close_matches(str(name), known, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
+        prefix = str(name).split("/")[0] if "/" in str(name) else ""
+        if prefix and not close and os.path.isdir(os.path.join(_REPO_ROOT, "projects", prefix)):
+            # a project's names register when the project is imported, which config.project triggers
+            hint += f" Names of projects/{prefix} load with --config.project={prefix}."
         return f"unknown {self.kind} {name!r}.{hint} Known {self.kind} names: {', '.join(known) or '(none)'}"
 
     def __contains__(self, name: str) -> bool:
@@ -129,6 +134,8 @@ class Registry:
 def _describe(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
 
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The registries every part of the repo shares. Keys are the names `--list` prints.
 BLOCKS = Registry("block")          # transformer block structure: prenorm, postnorm, ...

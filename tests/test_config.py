@@ -108,6 +108,10 @@ def test_missing_file_and_missing_get_config(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_config(str(no_fn))
     assert_one_line(e, str(no_fn), "no get_config")
+    (tmp_path / "quickstart.py").write_text("def get_config(arg=None):\n    return None\n")
+    with pytest.raises(ConfigError) as e:   # a misspelt file name: the closest file of its folder
+        load_config(str(tmp_path / "quickstrat.py"))
+    assert_one_line(e, "config file not found", f"did you mean {tmp_path / 'quickstart.py'}?")
     no_arg = tmp_path / "noarg.py"
     no_arg.write_text("from shared.config import base_config\ndef get_config():\n    return base_config()\n")
     assert load_config(str(no_arg)).task == "pretrain"
@@ -152,6 +156,10 @@ def test_registry_names_error_prefixes_the_key():
         validate_module.check_registry_names(c, table)
     assert str(e.value) == ("model.block: unknown block 'prenrom'. Did you mean 'prenorm'? "
                             "Known block names: postnorm, prenorm")
+    c.model.block = "siamesenorm/siamese"   # a project's name before its project is imported
+    with pytest.raises(ConfigError) as e:
+        validate_module.check_registry_names(c, table)
+    assert_one_line(e, "unknown block 'siamesenorm/siamese'", "load with --config.project=siamesenorm")
     c.model.block = "prenorm"
     c.model.heads = ["lm", "scalr"]
     with pytest.raises(ConfigError) as e:

@@ -189,13 +189,14 @@ def _needs_run(config, key: str, what: str, stage: str, workdir: str) -> Excepti
     """A launch of an arm without the run its reward reads: one line naming the commands (exit 2), not a crash."""
     from shared.config import ConfigError
 
-    smoke = "_smoke" if str(config.mesh.preset).startswith("cpu") else ""
+    # a smoke arm (a CPU-sized model) needs the smoke stage; the mesh alone does not say which (a full arm may run on
+    # cpu_1), so both commands are named
     table = "experiments/writing_zero/table.py"
     return ConfigError(
         f"{key} is empty: this arm's reward is {what}, an earlier run. Make it with: python -m shared.launch "
-        f"--config={table}:{stage}{smoke} --workdir={workdir}, then add --config.{key}={workdir}; or run "
-        f"the arm with its stages: python -m shared.sweep --config={table}{':smoke' if smoke else ''} "
-        f"--workdir=runs/wz_table")
+        f"--config={table}:{stage} --workdir={workdir} (`:{stage}_smoke` for a smoke arm), then add "
+        f"--config.{key}={workdir}; or run the arms with their stages: python -m shared.sweep --config={table} "
+        f"--workdir=runs/wz_table (`:smoke` for the smoke table)")
 
 
 def with_runs(config) -> ml_collections.ConfigDict:

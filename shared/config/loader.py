@@ -47,7 +47,13 @@ def _resolve_path(path: str) -> str:
     in_repo = os.path.join(REPO_ROOT, path)
     if not os.path.isabs(path) and os.path.isfile(in_repo):
         return in_repo
-    raise ConfigError(f"config file not found: {path} (looked in {os.getcwd()} and {REPO_ROOT})")
+    cwd = os.getcwd()
+    looked = cwd if os.path.abspath(cwd) == os.path.abspath(REPO_ROOT) else f"{cwd} and {REPO_ROOT}"
+    folder = os.path.dirname(in_repo if not os.path.isabs(path) else path)
+    siblings = sorted(f for f in os.listdir(folder) if f.endswith(".py")) if os.path.isdir(folder) else []
+    close = difflib.get_close_matches(os.path.basename(path), siblings, n=1)
+    hint = f"; did you mean {os.path.join(os.path.dirname(path), close[0])}?" if close else ""
+    raise ConfigError(f"config file not found: {path} (looked in {looked}){hint}")
 
 
 def _load_get_config(path: str):

@@ -5,7 +5,7 @@ carries the next ones across short machine leases.
     python -m shared.sweep.campaign --campaign=experiments/campaign.py --next=2 \\
         --time_budget_s=540 --bundle_dir=BUNDLES --work_root=/tmp/campaign [--bundle_part_mb=15] [--bundle_partial] \
         [--results_dir=OUT --bundle_max_mb=40]
-    python -m shared.sweep.campaign --campaign=experiments/campaign.py --run=proxy_grm_hard,march_mini_copy ...
+    python -m shared.sweep.campaign --campaign=experiments/campaign.py --run=writing_zero_c2_8seeds,writing_zero_rest ...
 
 The campaign file defines `ENTRIES`: dicts with name, config ("experiments/<p>/<t>.py:variant"), results (the
 committed folder its ledger reads), parallel (points at once on the machine), est_gpu_min and est_wall_min (a
