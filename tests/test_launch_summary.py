@@ -18,6 +18,8 @@ def test_an_rl_run_ends_with_a_before_after_table():
     # the rest: main scalars on one wrapped line; perf/, device and bookkeeping keys stay in summary.json
     assert lines[5] == "  train/loss -0.001173 | steps 60 | reward/mean 0.4766"
     assert len(lines) == 6 and "{" not in text
+    # the launcher passes its own time (warm-up stages and compilation included), not the task's loop time
+    assert render(RL, "runs/rl", "x.py", elapsed=21.4).splitlines()[0].startswith("[done] x.py in 21")
 
 
 def test_main_metrics_prefer_eval_and_loss_and_skip_bookkeeping():

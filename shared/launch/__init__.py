@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any, Sequence
 
 from absl import flags
@@ -374,6 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return list_registries()
         if not fv.config or not fv.workdir:
             raise ConfigError(f"--config and --workdir are required ({USAGE.splitlines()[0][len('usage: '):]})")
+        started = time.perf_counter()
         with raise_on_signals():
             metrics = run(fv.config, fv.workdir, overrides, mesh=fv.mesh, distributed=fv.distributed,
                           allow_config_change=fv.allow_config_change,
@@ -398,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from shared.metrics.compiles import compile_counts
 
         if jax.process_index() == 0:
-            print(render(metrics, fv.workdir, fv.config), flush=True)
+            print(render(metrics, fv.workdir, fv.config, elapsed=time.perf_counter() - started), flush=True)
             counts = compile_counts()
             folder = jax.config.jax_compilation_cache_dir
             cache = f"{counts.cache_hits} from the persistent cache in {folder}" if folder else "persistent cache off"

@@ -87,10 +87,11 @@ def _wrap(items: list[str], indent: str = "  ", sep: str = " | ") -> list[str]:
     return lines
 
 
-def render(metrics: Mapping[str, Any], workdir: str, task: str = "") -> str:
-    """The human summary of a finished run (no trailing newline)."""
+def render(metrics: Mapping[str, Any], workdir: str, task: str = "", elapsed: float | None = None) -> str:
+    """The human summary of a finished run (no trailing newline). elapsed: the launch's own seconds (what the user
+    waited: warm-up stages and compilation included), else the task's wall_time_s (an RL task's covers its loop)."""
     path = os.path.join(workdir, "summary.json")
-    wall = _number(metrics.get("wall_time_s"))
+    wall = elapsed if elapsed is not None else _number(metrics.get("wall_time_s"))
     head = f"[done] {task or 'run'}" + (f" in {duration(wall)}" if wall is not None else "")
     head += f"; {len(metrics)} metrics in {path}"
     lines = [head]
