@@ -111,14 +111,18 @@ ENTRIES = [
          state="ready", note="C2: R1 on the biased RM loses its Q through length, not the NOTE suffix; R3 holds "
          "(2 H200s, 2026-11-28: 4.6 min wall)"),
     dict(name="writing_zero_c2_8seeds", config="experiments/writing_zero/table.py:c2_8seeds",
-         results="projects/writing_zero/results/c2_8seeds", parallel=12, est_gpu_min=24, est_wall_min=12,
-         state="ready",
-         note="C2 at 8 seeds: at 3, R2's spread (std 0.37 in Q) left R2 vs R3, R1 vs R2 and R1's proxy rise "
-              "undecided; 8/3 of c2's measured 9 GPU-min, 2 GPUs"),
+         results="projects/writing_zero/results/c2_8seeds", parallel=12, est_gpu_min=17, est_wall_min=25,
+         measured=True, state="ready",
+         note="C2 at 8 seeds. 1 H200, 2026-11-28, beside writing_zero_rest (7 of 12 slots): 50 of 56 points in 3 "
+              "back-to-back calls (23.6 min wall); R3_s2-s7 did not start and their stages (453 MiB) could not come "
+              "back, so the whole table runs again (a seed's warm start differs between runs): R1 vs R2 reproduced "
+              "at 8 seeds, the R3 rows wait"),
     dict(name="writing_zero_rest", config="experiments/writing_zero/table.py:rest",
-         results="projects/writing_zero/results/rest", parallel=8, est_gpu_min=18, est_wall_min=9, state="ready",
-         note="R0, R3, R3n, R4, R5 x 3 seeds (6 stages + 15 points): with c1 and c2 the whole R0-R8 matrix; R3 vs "
-              "R3n paired (spec 4.6: which BRPO variant to keep); R4's round robin doubles its judge calls"),
+         results="projects/writing_zero/results/rest", parallel=8, est_gpu_min=9, est_wall_min=22, measured=True,
+         state="ready",
+         note="R0, R3, R3n, R4, R5 x 3 seeds (6 stages + 15 points). 1 H200, 2026-11-28, beside "
+              "writing_zero_c2_8seeds (5 of 12 slots): 22 min wall over 3 calls. With a learned judge BRPO gains "
+              "half of round robin's Q (C1 not reproduced there); R3n = R3"),
     dict(name="proxy_grm_hard_cf_big_full", config="experiments/proxy_grm/table.py:hard_cf_big_full",
          results="projects/proxy_grm/results/hard_cf_big_full", parallel=12, est_gpu_min=30, est_wall_min=15,
          state="ready",

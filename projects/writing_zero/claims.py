@@ -3,8 +3,9 @@
 results/ledger.json.
 
 Tables: results/c1 (R6 BRPO, R7 round robin, R8 fixed reference, all on the oracle judge; 400 RL steps),
-results/c1_long (the same at 1,200 steps: at 400 BRPO was still rising) and results/c2 (R1 GRPO on
-the biased scalar RM, R2 BRPO on the plain judge, R3 BRPO on the principled judge), 3 seeds each. Every arm of a seed
+results/c1_long (the same at 1,200 steps: at 400 BRPO was still rising), results/c2 (R1 GRPO on
+the biased scalar RM, R2 BRPO on the plain judge, R3 BRPO on the principled judge), 3 seeds each, results/c2_8seeds
+(c2 at 8 seeds; R3 finished 2 of them) and results/rest (R0, R3, R3n, R4, R5 on the principled judge, 3 seeds). Every arm of a seed
 starts from the same "-Zero" policy (and judges / RM), so differences are paired by seed.
 
 Spec 4.6 states C1 as a ratio of final Q; Q is a signed score (the warm start sits near -0.75), so the ratio is taken
@@ -18,9 +19,12 @@ from shared.stats.claims import Arm, Claim
 C1 = "projects/writing_zero/results/c1"
 C1_LONG = "projects/writing_zero/results/c1_long"
 C2 = "projects/writing_zero/results/c2"
+C2_8 = "projects/writing_zero/results/c2_8seeds"
+REST = "projects/writing_zero/results/rest"
 LABELS = {"R1": "R1 GRPO, scalar RM", "R2": "R2 BRPO, plain judge",
-          "R3": "R3 BRPO, principled judge", "R6": "R6 BRPO", "R7": "R7 round robin",
-          "R8": "R8 fixed reference"}
+          "R3": "R3 BRPO, principled judge", "R3n": "R3n BRPO-norm, principled judge",
+          "R4": "R4 round robin, principled judge", "R5": "R5 fixed reference, principled judge",
+          "R6": "R6 BRPO", "R7": "R7 round robin", "R8": "R8 fixed reference"}
 
 
 def arm(name: str, column: str) -> Arm:
@@ -78,4 +82,30 @@ CLAIMS = [
     Claim("R1 vs R2 (pairwise)", "On the same biased data, the pairwise judge (R2, BRPO) ends above the scalar RM (R1, "
           "GRPO) in Q", results=C2, a=arm("R2", "wz/q_final"), b=arm("R1", "wz/q_final"), direction="greater",
           margin=0.0, paired=True, paper="R1 vs R2 isolates scalar vs pairwise (spec 4.6)"),
+    # results/c2_8seeds: C2's R1 rows and R1 vs R2 at 8 seeds (R1 and R2 finished every seed; R3 two of eight, so
+    # the R3 rows stay on results/c2 until its six R3 points run)
+    Claim("C2 at 8 seeds (R1 Q falls)", "As C2 (R1 Q falls), 8 seeds", results=C2_8, a=arm("R1", "wz/q_drop"), b=0.2,
+          direction="greater", margin=0.0, paired=True, paper="the scalar RM is hacked (spec 4.6 C2)",
+          note="wz/q_drop = (peak - final) / |peak|"),
+    Claim("C2 at 8 seeds (R1 proxy rises)", "As C2 (R1 proxy rises), 8 seeds", results=C2_8,
+          a=arm("R1", "wz/proxy_rise"), b=0.0, direction="greater", margin=0.0, paired=True,
+          paper="the scalar RM is hacked (spec 4.6 C2)"),
+    Claim("C2 at 8 seeds (R1 NOTE)", "As C2 (R1 NOTE), 8 seeds", results=C2_8, a=arm("R1", "wz/note_rate"), b=0.5,
+          direction="greater", margin=0.0, paired=True, paper="the scalar RM is hacked (spec 4.6 C2)"),
+    Claim("R1 vs R2 at 8 seeds (pairwise)", "As R1 vs R2 (pairwise), 8 seeds", results=C2_8,
+          a=arm("R2", "wz/q_final"), b=arm("R1", "wz/q_final"), direction="greater", margin=0.0, paired=True,
+          paper="R1 vs R2 isolates scalar vs pairwise (spec 4.6)"),
+    # results/rest: the arms on the principled (learned) judge that c1 runs on the oracle judge, and R3 vs R3n
+    Claim("C1 on the principled judge (quality)", "BRPO (R3) gains >= 90% of round robin's (R4) Q gain over the warm "
+          "start, both on the learned principled judge", results=REST, a=gain("R3"), b=0.9 * gain("R4"),
+          direction="greater", margin=0.0, paired=True,
+          paper="BRPO matches round robin's quality at 2/G of the judge calls (spec 4.6 C1)",
+          note="C1's arms with the learned judge of C2 instead of the oracle judge"),
+    Claim("C1 on the principled judge (R5 below R3)", "The fixed reference (R5) ends below BRPO (R3) in Q, principled "
+          "judge", results=REST, a=arm("R5", "wz/q_final"), b=arm("R3", "wz/q_final"), direction="less",
+          margin=0.0, paired=True, paper="fixed reference stalls (spec 4.6 C1)"),
+    Claim("R3 vs R3n (advantage)", "BRPO's group-normalised advantage (R3n) ends above the raw +-1 advantage (R3) "
+          "in Q", results=REST, a=arm("R3n", "wz/q_final"), b=arm("R3", "wz/q_final"), direction="greater",
+          margin=0.0, paired=True, paper="R3 vs R3n decides the default variant (spec 4.6)",
+          note="a choice, not a paper claim: not reproduced keeps raw, the library's default"),
 ]
