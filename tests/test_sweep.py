@@ -489,6 +489,16 @@ def test_stages_run_once_per_seed_before_the_points_that_start_from_them(setup):
     assert again.launched == []  # the point and its stage are finished: nothing to run
 
 
+def test_points_whose_stages_finished_start_before_the_next_stage(setup):
+    # one slot: seed 0's two points run before seed 1's stage, so a time budget that ends the sweep early leaves
+    # whole seeds (every arm from the same warm start) rather than one arm of every seed
+    table = setup["table"]() + ":with_stages"
+    run_sweep(table, setup["workdir"], parallel=1, extra_overrides=["--config.train.steps=2"],
+              launcher_cmd=setup["launcher"], echo=False)
+    launched = [line.split()[0] for line in setup["launches"]()]
+    assert launched == ["sft_s0", "lr0.1_s0", "lr0.2_s0", "sft_s1", "lr0.1_s1", "lr0.2_s1", "sft_s2"]
+
+
 def test_a_stage_reference_must_name_an_earlier_stage(tmp_path):
     table = tmp_path / "bad.py"
     table.write_text(textwrap.dedent('''

@@ -361,6 +361,7 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                  f"{len(gpus)} GPU(s) visible, up to {len(slots)} at once")
 
     pending, free, running, launched, ended = deque(to_run), list(slots), [], [], 0
+    stage_names = {stage.name for stage in sweep.stages}
     try:
         with _forward_signals():
             while pending or running:
@@ -381,8 +382,12 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                     outcomes[job[1].name] = PointOutcome(job[1].name, "not run",
                                                          reason=f"stage {_blocked_by(job[1], outcomes)} did not finish")
                 while free and (ready := [j for j in pending if _ready(j[1], outcomes)]):
-                    index, point, command, point_dir = ready[0]
-                    pending.remove(ready[0])
+                    # a point whose stages are done goes before a new stage: a table cut off by a time budget
+                    # (a lease) then holds whole seeds, every arm from the same warm start, not every arm of
+                    # some seeds with the last arm of none (a stage's params may not travel to the next lease)
+                    job = min(ready, key=lambda j: j[1].name in stage_names)
+                    index, point, command, point_dir = job
+                    pending.remove(job)
                     slot = free.pop(0)
                     where = f" on GPU {slot}" if slot is not None else ""
                     console.info(f"point {index}/{total} {point.name}: starting{where}")
