@@ -113,7 +113,7 @@ ENTRIES = [
     dict(name="writing_zero_c2_8seeds", config="experiments/writing_zero/table.py:c2_8seeds",
          results="projects/writing_zero/results/c2_8seeds", parallel=12, est_gpu_min=17, est_wall_min=25,
          measured=True, state="ready",
-         note="C2 at 8 seeds. 1 H200, 2026-11-28, beside writing_zero_rest (7 of 12 slots): 50 of 56 points in 3 "
+         note="C2 at 8 seeds. 1 H200, 2026-11-28, beside writing_zero_rest (7 of 12 slots): 18 of 24 points (and all 32 stages) in 3 "
               "back-to-back calls (23.6 min wall); R3_s2-s7 did not start and their stages (453 MiB) could not come "
               "back, so the whole table runs again (a seed's warm start differs between runs): R1 vs R2 reproduced "
               "at 8 seeds, the R3 rows wait"),

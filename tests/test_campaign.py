@@ -70,6 +70,18 @@ def test_next_ready_tables_skip_done_and_unready_ones_and_continue_from_their_bu
     assert f"--from_bundle={bundles / 'a.tar.gz'}" in command and f"--bundle={bundles / 'a.tar.gz'}" in command
 
 
+def test_a_table_a_lease_cut_short_is_partial_and_still_chosen(tmp_path):
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "manifest.json").write_text(json.dumps(
+        {"sweep": "x", "end_time": "2026-11-28T01:00:00+00:00", "wall_time_s": 60, "source": {"commit": "abcdef0123"},
+         "points": {"R1_s0": {"status": "finished"}, "R3_s0": {"status": "not run"}}}))
+    entries = [_entry("half", results="half"), _entry("b")]
+    assert campaign.status(entries[0], str(tmp_path)).startswith("partial: 1 of 2 points (2026-11-28, commit abcdef0")
+    assert not campaign.is_done(entries[0], str(tmp_path))
+    assert [e["name"] for e in campaign.choose(entries, None, 1, root=str(tmp_path))] == ["half"]
+    assert "Pending: 2 table(s)" in campaign.render(entries, str(tmp_path))
+
+
 def test_concurrent_tables_get_disjoint_gpu_blocks_in_proportion_to_parallel(tmp_path, monkeypatch):
     gpus = ["0", "1", "2", "3"]
     assert campaign.gpu_blocks(gpus, [6, 9]) == ["0,1", "2,3"]

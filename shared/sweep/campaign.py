@@ -10,7 +10,8 @@ carries the next ones across short machine leases.
 The campaign file defines `ENTRIES`: dicts with name, config ("experiments/<p>/<t>.py:variant"), results (the
 committed folder its ledger reads), parallel (points at once on the machine), est_gpu_min and est_wall_min (a
 probe's or a finished run's numbers, `measured` says which), state ("ready", or why it is not: "needs setup: ...")
-and note. An entry whose results folder holds a manifest.json is done (its commit and date are read from there).
+and note. An entry whose results folder holds a manifest.json in which every point finished is done (its commit and
+date are read from there); one whose manifest lists points that did not finish is partial, and still chosen to run.
 
 Running: the chosen entries' sweeps start at once on this machine's GPUs, each on its own block of them (sized in
 proportion to the entries' `parallel`, at least one GPU each; with more tables than GPUs, tables share GPUs round
@@ -70,15 +71,26 @@ def done_record(entry: dict, root: str = REPO_ROOT) -> dict | None:
     gpus = (manifest.get("hardware") or {}).get("gpus") or []
     code = (f"commit {source['commit'][:7]}" if source.get("commit") else
             f"code {str(source.get('hash'))[:8]} (`python -m shared.sweep.verify` names its commit)")
+    points = manifest.get("points") or {}
+    finished = sum(1 for p in points.values() if isinstance(p, dict) and p.get("status") == "finished")
     return {"code": code,
             "date": str(manifest.get("end_time", ""))[:10], "wall_min": wall,
-            "gpus": f"{len(gpus)} x {gpus[0]}" if gpus else "CPU", "leases": len(leases)}
+            "gpus": f"{len(gpus)} x {gpus[0]}" if gpus else "CPU", "leases": len(leases),
+            "finished": finished, "points": len(points)}
+
+
+def is_done(entry: dict, root: str = REPO_ROOT) -> bool:
+    """Done: its results hold a manifest in which every point finished (a table a lease cut short is partial)."""
+    record = done_record(entry, root)
+    return bool(record) and record["finished"] == record["points"]
 
 
 def status(entry: dict, root: str = REPO_ROOT) -> str:
     record = done_record(entry, root)
     if record:
-        return (f"done ({record['date']}, {record['code']}, {record['gpus']}, "
+        word = "done" if record["finished"] == record["points"] else \
+            f"partial: {record['finished']} of {record['points']} points"
+        return (f"{word} ({record['date']}, {record['code']}, {record['gpus']}, "
                 f"{record['wall_min']:.1f} min wall over {record['leases']} lease(s))")
     return "pending" if entry["state"] == "ready" else f"pending, {entry['state']}"
 
@@ -92,7 +104,7 @@ def render(entries: list[dict], root: str = REPO_ROOT) -> str:
         est = "measured" if e.get("measured") else "estimate"
         lines.append(f"| {i} | {e['name']} | {command} | {e['parallel']} | {e['est_gpu_min']} ({est}) | "
                      f"{e['est_wall_min']} | {status(e, root)} | {e.get('note', '')} |")
-    pending = [e for e in entries if not done_record(e, root)]
+    pending = [e for e in entries if not is_done(e, root)]
     lines += ["", f"Pending: {len(pending)} table(s), about {sum(float(e['est_gpu_min']) for e in pending):.0f} "
                   f"GPU-minutes by the estimates above.", "", MARK_END]
     return "\n".join(lines) + "\n"
@@ -121,7 +133,7 @@ def choose(entries: list[dict], run: list[str] | None, next_count: int | None, r
         if unknown:
             raise ValueError(f"--run: unknown table(s) {unknown}; the campaign has {sorted(by_name)}")
         return [by_name[n] for n in run]
-    ready = [e for e in entries if e["state"] == "ready" and not done_record(e, root)]
+    ready = [e for e in entries if e["state"] == "ready" and not is_done(e, root)]
     return ready[:next_count or 1]
 
 
