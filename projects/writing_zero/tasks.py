@@ -243,14 +243,11 @@ def _window_mean(rows: list[dict], key: str, lo: float, hi: float) -> float:
 
 
 def judge_calls_total(rows: list[dict]) -> float:
-    """The run's judge calls from the cumulative judge/calls_total rows. Since the RL checkpoint keeps the judge's
-    totals the counter runs on across a resume; in runs from before that (results/c1_long's R6_s2) a resumed run
-    counted again from 0 (its metrics.jsonl was cut back to the checkpoint's step first): a row whose
-    counter did not grow starts a new segment (a pairwise RL step always calls the judge, so a counter that stands
-    still was reset), and the total is the sum of every segment's last value."""
+    """The run's judge calls: the last cumulative judge/calls_total row. The RL checkpoint keeps the judge's totals
+    (shared/rewards PairwiseJudgeReward.get_state), so the counter runs on across a resume. (Runs from before that,
+    results/c1_long's R6_s2, restarted it at 0 on resume and report their last segment only: README.)"""
     calls = [float(r["judge/calls_total"]) for r in rows if "judge/calls_total" in r]
-    finished_segments = sum(before for before, after in zip(calls, calls[1:]) if after <= before)
-    return finished_segments + (calls[-1] if calls else 0.0)
+    return calls[-1] if calls else 0.0
 
 
 def run_statistics(rows: list[dict], steps: int, window: int) -> dict:
