@@ -13,7 +13,8 @@ import textwrap
 import pytest
 
 from shared.config import ConfigError, config_to_json, load_config
-from shared.launch import import_project, prepare_environment, split_config_overrides, wants_distributed
+from shared.launch import (check_accelerator_present, import_project, prepare_environment, split_config_overrides,
+                           wants_distributed)
 from shared.registry import ALL_REGISTRIES, UnknownNameError
 from tpu_configs.presets import PRESETS, attention_for, get_preset, merge_xla_flags
 
@@ -257,6 +258,20 @@ def test_prepare_environment_appends_flags_and_keeps_user_settings():
     environ = {}
     prepare_environment(get_preset("gpu_1"), environ)
     assert environ == {}
+
+
+def test_a_gpu_preset_without_a_gpu_fails_before_jax_probes_the_backends(monkeypatch):
+    import glob
+    monkeypatch.setattr(glob, "glob", lambda pattern: [])                      # a machine with no accelerator files
+    with pytest.raises(ConfigError, match=r"^--mesh: preset 'gpu_1' is for gpu, but this machine has no GPU"):
+        check_accelerator_present("gpu_1", get_preset("gpu_1"), "--mesh", {})
+    with pytest.raises(ConfigError, match=r"mesh.preset: preset 'v5p_64' is for tpu"):
+        check_accelerator_present("v5p_64", get_preset("v5p_64"), "mesh.preset", {})
+    check_accelerator_present("cpu_8", get_preset("cpu_8"), "--mesh", {})      # cpu and auto presets pass
+    check_accelerator_present("auto", get_preset("auto"), "--mesh", {})
+    check_accelerator_present("gpu_1", get_preset("gpu_1"), "--mesh", {"JAX_PLATFORMS": "cuda"})  # the user's call
+    monkeypatch.setattr(glob, "glob", lambda pattern: ["/dev/nvidia0"] if "nvidia" in pattern else [])
+    check_accelerator_present("gpu_1", get_preset("gpu_1"), "--mesh", {})
 
 
 def test_wants_distributed():

@@ -106,6 +106,25 @@ def prepare_environment(preset: dict[str, Any], environ=os.environ) -> None:
         environ["XLA_FLAGS"] = merge_xla_flags(environ.get("XLA_FLAGS", ""), preset["xla_flags"])
 
 
+# Device files of the accelerators a preset can ask for: checked before jax initialises, because on a CPU machine
+# with jax[tpu] installed (for shared.aot) jax's backend probe prints a screen of libtpu warnings before the
+# preset's platform can be compared with the one jax found.
+ACCELERATOR_FILES = {"gpu": ("/dev/nvidia[0-9]*", "/dev/dxg"), "tpu": ("/dev/accel*", "/dev/vfio/[0-9]*")}
+
+
+def check_accelerator_present(name: str, preset: dict[str, Any], key: str, environ=os.environ) -> None:
+    """A gpu or tpu preset on a machine without that accelerator's device files fails at once, with the key."""
+    import glob
+
+    platform = preset.get("platform")
+    patterns = ACCELERATOR_FILES.get(platform)
+    if not patterns or environ.get("JAX_PLATFORMS") or any(glob.glob(p) for p in patterns):
+        return  # an explicit JAX_PLATFORMS is the user's call: jax's own check reports it
+    raise ConfigError(f"{key}: preset {name!r} is for {platform}, but this machine has no "
+                      f"{platform.upper()} ({' or '.join(patterns)} absent); pick a cpu preset (cpu_1, cpu_8) or "
+                      "--mesh=auto")
+
+
 def wants_distributed(preset: dict[str, Any], flag: bool, environ=os.environ) -> bool:
     return flag or bool(environ.get("JAX_COORDINATOR_ADDRESS")) or (preset.get("hosts") or 1) > 1
 
@@ -286,6 +305,7 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
         plan = MeshPlan.from_config(config.mesh)
     except UnknownNameError as e:
         raise ConfigError(f"{'--mesh' if mesh else 'mesh.preset'}: {e}") from None
+    check_accelerator_present(plan.name, plan.preset, "--mesh" if mesh else "mesh.preset")
     prepare_environment(plan.preset)
     if wants_distributed(plan.preset, distributed):
         initialize_distributed()
