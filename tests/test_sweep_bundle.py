@@ -125,6 +125,44 @@ def test_unsafe_or_foreign_bundles_are_refused_before_anything_is_written(tmp_pa
         unpack_bundle(str(not_a_bundle), str(tmp_path / "w4"), "bundle_test")
 
 
+def test_links_oversized_and_overlong_bundles_are_refused(tmp_path, monkeypatch):
+    from shared.sweep import bundle as bundle_mod
+
+    linked = str(tmp_path / "linked.tar.gz")
+    with tarfile.open(linked, "w:gz") as tar:
+        for name, payload in {"bundle.json": json.dumps({"sweep": "bundle_test"}), "A_s0/summary.json": "{}"}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload.encode()))
+        link = tarfile.TarInfo("A_s0/inside_link")      # a link that points inside is refused too: none of ours has one
+        link.type, link.linkname = tarfile.SYMTYPE, "summary.json"
+        tar.addfile(link)
+    with pytest.raises(BundleError, match="'A_s0/inside_link' is a link"):
+        unpack_bundle(linked, str(tmp_path / "w"), "bundle_test")
+    assert not (tmp_path / "w" / "A_s0").exists()     # nothing written before every member was checked
+
+    ok = str(tmp_path / "ok.tar.gz")
+    _tar_with(ok, {"A_s0/summary.json": "{}", "A_s0/metrics.jsonl": "{}\n"})
+    monkeypatch.setattr(bundle_mod, "MAX_MEMBERS", 2)
+    with pytest.raises(BundleError, match="more than 2 members"):
+        unpack_bundle(ok, str(tmp_path / "w2"), "bundle_test")
+    monkeypatch.setattr(bundle_mod, "MAX_MEMBERS", 100)
+    monkeypatch.setattr(bundle_mod, "FREE_DISK_MARGIN_BYTES", 1 << 60)   # as if the disk were full
+    with pytest.raises(BundleError, match="GiB free under"):
+        unpack_bundle(ok, str(tmp_path / "w3"), "bundle_test")
+    monkeypatch.setattr(bundle_mod, "FREE_DISK_MARGIN_BYTES", 0)
+    unpack_bundle(ok, str(tmp_path / "w4"), "bundle_test")
+    assert (tmp_path / "w4" / "A_s0" / "metrics.jsonl").read_text() == "{}\n"
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "w5").mkdir()
+    os.symlink(outside, tmp_path / "w5" / "A_s0")      # a link already in the workdir is not followed out
+    with pytest.raises(BundleError, match="would land outside"):
+        unpack_bundle(ok, str(tmp_path / "w5"), "bundle_test")
+    assert not list(outside.iterdir())
+
+
 def test_parts_join_back_and_points_finished_here_are_kept(tmp_path):
     from shared.sweep.bundle import write_bundle
     from shared.sweep.table import Point

@@ -11,9 +11,10 @@ it resumes instead of starting over. Nothing else: a finished point's checkpoint
 pending point needs travel as their files only. `bundle.json` at the top says which sweep and which absolute workdir
 it came from (a resumed point's stage paths move with the workdir: the runner lets exactly those keys change).
 
-A bundle from someone else is untrusted input: members are extracted with tarfile's "data" filter (no absolute
-paths, no `..`, no links out of the folder, no device files), only into the workdir, and a bundle of another sweep
-is refused by name. Paths may be gs:// (shared.fs): the file is written and read through a local temporary copy.
+A bundle from someone else is untrusted input: only plain files and folders under relative names without `..` are
+extracted (links of any kind, devices and absolute names are refused: tarfile's "data" filter had bypasses), only
+into the workdir, never through a link already there, with a cap on members and on unpacked bytes (the free disk),
+every member checked before anything is written; a bundle of another sweep is refused by name. Paths may be gs:// (shared.fs): the file is written and read through a local temporary copy.
 """
 from __future__ import annotations
 
@@ -164,18 +165,27 @@ def _remove(path: str) -> None:
         os.remove(path)
 
 
-def _read(path: str) -> bytes:
-    """The bundle's bytes: `path` itself, else its parts in order."""
-    if fs.exists(path):
-        return fs.read_bytes(path)
-    parts = _existing_parts(path)
+def _local_copy(path: str, tmp: str) -> str:
+    """A local file holding the bundle: `path` itself when local, else a copy (parts joined in order) in `tmp`, so
+    the bundle is read from disk, never held in memory whole."""
+    if fs.exists(path) and not fs.is_remote(path):
+        return path
+    parts = [path] if fs.exists(path) else _existing_parts(path)
     if not parts:
         raise FileNotFoundError(f"--from_bundle={path}: no such file (nor {path}{PART_SUFFIX.format(0)}, ...)")
-    return b"".join(fs.read_bytes(p) for p in parts)
+    local = os.path.join(tmp, "bundle.tar.gz")
+    with open(local, "wb") as out:
+        for part in parts:
+            if fs.is_remote(part):
+                out.write(fs.read_bytes(part))
+            else:
+                with open(part, "rb") as f:
+                    shutil.copyfileobj(f, out)
+    return local
 
 
 def read_index(path: str) -> dict:
-    with tarfile.open(fileobj=io.BytesIO(_read(path)), mode="r:gz") as tar:
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(_local_copy(path, tmp), mode="r:gz") as tar:
         return _index(tar, path)
 
 
@@ -187,28 +197,68 @@ def _index(tar: tarfile.TarFile, path: str) -> dict:
         raise BundleError(f"--from_bundle={path}: not a sweep bundle (no readable {INDEX_FILE}: {e})") from None
 
 
+# A bundle from someone else is read with limits: at most this many members, and no more bytes unpacked than the
+# workdir's disk has free (less a margin), checked from the members' headers before anything is written.
+MAX_MEMBERS = 200_000
+FREE_DISK_MARGIN_BYTES = 1 << 30
+
+
+def _check_member(member: tarfile.TarInfo, path: str) -> None:
+    """Only plain files and folders under relative, `..`-free names: a bundle of ours holds nothing else, and
+    links are refused outright (tarfile's own "data" filter had bypasses through link chains, CVE-2025-4517)."""
+    name = member.name
+    parts = name.replace("\\", "/").split("/")
+    if os.path.isabs(name) or name.startswith(("/", "\\")) or ".." in parts:
+        raise BundleError(f"--from_bundle={path}: unsafe member refused ({name!r} is absolute or leaves the folder)")
+    if not (member.isreg() or member.isdir()):
+        kind = "a link" if (member.issym() or member.islnk()) else "not a plain file or folder"
+        raise BundleError(f"--from_bundle={path}: unsafe member refused ({name!r} is {kind})")
+
+
 def unpack_bundle(path: str, workdir: str, sweep_name: str, finished_here: Iterable[str] = ()) -> dict:
     """Extracts the bundle into `workdir` (created if needed); members of points already finished in `workdir`
-    are left as they are there. Returns the bundle's index."""
-    try:
-        tar = tarfile.open(fileobj=io.BytesIO(_read(path)), mode="r:gz")
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise BundleError(f"--from_bundle={path}: unreadable ({e})") from None
-    with tar:
-        index = _index(tar, path)
-        if index.get("sweep") != sweep_name:
-            raise BundleError(f"--from_bundle={path} holds sweep {index.get('sweep')!r}, not {sweep_name!r}: "
-                              "use the bundle of this table (or another --config)")
-        keep = tuple(os.path.normpath(d) + "/" for d in finished_here)
-        members = [m for m in tar.getmembers()
-                   if m.name != INDEX_FILE and not os.path.normpath(m.name).startswith(keep)]
-        os.makedirs(workdir, exist_ok=True)
-        for member in members:  # every member checked before anything is written
-            if os.path.isabs(member.name):  # the data filter would strip the "/"; no bundle of ours has one
-                raise BundleError(f"--from_bundle={path}: unsafe member refused ({member.name!r} is absolute)")
-            try:
-                tarfile.data_filter(member, os.path.abspath(workdir))
-            except tarfile.FilterError as e:  # absolute path, `..`, a link out of the folder, a device file
-                raise BundleError(f"--from_bundle={path}: unsafe member refused ({e})") from None
-        tar.extractall(workdir, members=members, filter="data")
+    are left as they are there. Every member is checked (plain files and folders only, inside the workdir, the
+    total within the free disk) before anything is written. Returns the bundle's index."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            tar = tarfile.open(_local_copy(path, tmp), mode="r:gz")
+        except (tarfile.TarError, OSError, EOFError) as e:
+            raise BundleError(f"--from_bundle={path}: unreadable ({e})") from None
+        with tar:
+            index = _index(tar, path)
+            if index.get("sweep") != sweep_name:
+                raise BundleError(f"--from_bundle={path} holds sweep {index.get('sweep')!r}, not {sweep_name!r}: "
+                                  "use the bundle of this table (or another --config)")
+            keep = tuple(os.path.normpath(d) + "/" for d in finished_here)
+            members = []
+            for count, member in enumerate(tar, start=1):
+                if count > MAX_MEMBERS:
+                    raise BundleError(f"--from_bundle={path}: more than {MAX_MEMBERS} members; not a bundle of ours")
+                _check_member(member, path)
+                if member.name != INDEX_FILE and not os.path.normpath(member.name).startswith(keep):
+                    members.append(member)
+            os.makedirs(workdir, exist_ok=True)
+            total = sum(m.size for m in members if m.isreg())
+            free = shutil.disk_usage(workdir).free
+            if total > free - FREE_DISK_MARGIN_BYTES:
+                raise BundleError(f"--from_bundle={path}: unpacks to {total / 2**30:.1f} GiB, more than the "
+                                  f"{free / 2**30:.1f} GiB free under {workdir} (less a 1 GiB margin)")
+            _extract(tar, members, workdir, path)
     return index
+
+
+def _extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], workdir: str, path: str) -> None:
+    root = os.path.realpath(workdir)
+    for member in members:
+        target = os.path.join(root, os.path.normpath(member.name))
+        parent = target if member.isdir() else os.path.dirname(target)
+        os.makedirs(parent, exist_ok=True)
+        if os.path.commonpath([root, os.path.realpath(parent)]) != root:  # a link already in the workdir
+            raise BundleError(f"--from_bundle={path}: {member.name!r} would land outside {workdir}")
+        if member.isdir():
+            continue
+        if os.path.islink(target):
+            os.remove(target)
+        with tar.extractfile(member) as src, open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.chmod(target, 0o755 if member.mode & 0o100 else 0o644)
