@@ -111,3 +111,18 @@ def test_post_json_raises_only_http_failure(stubs):
         post_json("ftp://127.0.0.1/x", {})
     with pytest.raises(HTTPFailure):
         post_json("http://127.0.0.1:1/x", {}, deadline_s=1)  # nothing listens
+
+
+def test_whitespace_runs_do_not_make_the_parsers_backtrack():
+    # before bounded_reply these replies took seconds to minutes (polynomial backtracking over chained `\s*`),
+    # holding the GIL: "answer" + 200 spaces 3 s, "score" + 400 spaces 13 s
+    from shared.judges.verdict import parse_scores, parse_score_split, parse_tags, parse_verdict
+
+    assert parse_verdict("answer" + " " * 3000 + "x") is None
+    assert parse_tags("answer" + " \n" * 3000 + "x") is None
+    assert parse_score_split("score" + " " * 3000) is None
+    # squeezing keeps what the parsers read: the last verdict of a long reply, the critique before the scores
+    assert parse_verdict("The critique. " * 5000 + "Verdict:   [[B]]") == 0.0
+    verdict = parse_scores("Clear and short.\n\n   Score A:\t7\nScore B:    3", total=10)
+    assert verdict.scores == (7.0, 3.0) and verdict.critique == "Clear and short."
+    assert parse_tags("Both fine,\n\n  but   A   cites.\n<verdict>  A </verdict>").critique == "Both fine,\n\n  but   A   cites."

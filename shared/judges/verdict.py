@@ -69,6 +69,26 @@ def prefs(verdicts: Sequence[Verdict]):
 
 # ---------------------------------------------------------------- A/B letters and tags
 
+# A judge's reply is untrusted text: the patterns below chain optional `\s*` groups, which backtrack polynomially on
+# long whitespace runs ("answer" + 200 spaces took 3 s, "score" + 400 spaces 13 s, holding the GIL). Every parser
+# reads the reply with whitespace runs squeezed to one space and at most the head and tail below.
+REPLY_HEAD_CHARS, REPLY_TAIL_CHARS = 4_000, 12_000
+
+
+def bounded_reply(text: str | None, drop: str = "") -> str:
+    """`text` as the parsers read it: characters in `drop` removed, whitespace runs as one space, and when longer
+    than REPLY_HEAD_CHARS + REPLY_TAIL_CHARS only its head and tail (a verdict opens or closes a reply)."""
+    text = text or ""
+    if len(text) > 4 * (REPLY_HEAD_CHARS + REPLY_TAIL_CHARS):  # squeeze a bounded slice, not megabytes
+        text = text[:4 * REPLY_HEAD_CHARS] + " " + text[-4 * REPLY_TAIL_CHARS:]
+    if drop:
+        text = re.sub(f"[{re.escape(drop)}]", "", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) > REPLY_HEAD_CHARS + REPLY_TAIL_CHARS:
+        text = text[:REPLY_HEAD_CHARS] + " " + text[-REPLY_TAIL_CHARS:]
+    return text
+
+
 # Keywords match in any case; the verdict letter only in upper case ("a" is an English word).
 _VERDICT_PATTERNS = (
     re.compile(r"\[\[\s*(A|B|(?i:tie))\s*\]\]"),
@@ -87,7 +107,7 @@ def parse_verdict(text: str) -> float | None:
     ([[A]], "Answer: B", "Verdict: Response A") wins, the last one if several; then a reply that is or
     starts with the letter; then a reply that mentions only one of "Response A" / "Response B"."""
     value = {"A": 1.0, "B": 0.0, "TIE": 0.5}
-    cleaned = re.sub(r"[*_`\"']", "", text or "").strip()
+    cleaned = bounded_reply(text, "*_`\"'")
     for pattern in _VERDICT_PATTERNS:
         found = pattern.findall(cleaned)
         if found:
@@ -110,7 +130,7 @@ def parse_tags(text: str) -> Verdict | None:
     """An explicit verdict: <verdict>A</verdict>, \\boxed{B}, [[A]], [[tie]], "Verdict: Response B", "Final answer:
     A" (the last one if several), or a reply that is only the letter. Unlike `parse_verdict` (the letter judge's
     reading), a reply that merely starts with or mentions "Response A" is no verdict: generative critiques do that."""
-    cleaned = re.sub(r"[*_`\"']", "", text or "")
+    cleaned = bounded_reply(text, "*_`\"'")
     for pattern in _TAG_PATTERNS + _VERDICT_PATTERNS:
         found = pattern.findall(cleaned)
         if found:
@@ -147,7 +167,7 @@ def parse_score_split(text: str, total: float | None = None) -> tuple[float, flo
     """(score of A, score of B) from a score split, or None. The last value given for each response counts;
     named scores ("Score A: 7 ... Score B: 3") win over bare pairs ("Scores: 7, 3"). total: when given, a split
     that does not sum to it (within 1e-6) is rejected as malformed (Writing-Zero's judges share 10 points)."""
-    cleaned = re.sub(r"[*_`]", "", text or "")
+    cleaned = bounded_reply(text, "*_`")
     found: dict[str, tuple[int, float]] = {}
     for pattern in _SCORE_PATTERNS:
         for m in pattern.finditer(cleaned):
@@ -182,16 +202,36 @@ def parse_scores(text: str, total: float | None = None) -> Verdict | None:
                    raw=text)
 
 
+def _squeezed_with_positions(text: str, drop: str) -> tuple[str, list[int]]:
+    """The reply as the parsers read it (characters in `drop` and whitespace runs as one space; at most its first
+    REPLY_HEAD_CHARS + REPLY_TAIL_CHARS characters: these callers look for where the first verdict starts), and for
+    each of its characters the index in `text`."""
+    out, where, space = [], [], False
+    limit = REPLY_HEAD_CHARS + REPLY_TAIL_CHARS
+    for i, ch in enumerate(text or ""):
+        if ch in drop or ch.isspace():
+            if space:
+                continue
+            ch, space = " ", True
+        else:
+            space = False
+        out.append(ch)
+        where.append(i)
+        if len(out) >= limit:
+            break
+    return "".join(out), where
+
+
 def _first_score_position(text: str) -> int | None:
-    cleaned = re.sub(r"[*_`]", " ", text or "")  # same length as text: positions carry over
+    cleaned, where = _squeezed_with_positions(text, "*_`")
     starts = [m.start() for p in _SCORE_PATTERNS + _PAIR_PATTERNS for m in p.finditer(cleaned)]
-    return min(starts) if starts else None
+    return where[min(starts)] if starts else None
 
 
 def _critique_before(text: str, pattern: re.Pattern) -> str:
-    cleaned = re.sub(r"[*_`\"']", " ", text or "")
+    cleaned, where = _squeezed_with_positions(text, "*_`\"'")
     m = pattern.search(cleaned)
-    return text[:m.start()].strip() if m else ""
+    return text[:where[m.start()]].strip() if m else ""
 
 
 # ---------------------------------------------------------------- JSON
