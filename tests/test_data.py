@@ -385,6 +385,15 @@ def test_errors_name_key_file_line_and_field(tmp_path):
     missing_field = tmp_path / "nofield.jsonl"
     missing_field.write_text('{"text": "fine"}\n{"body": "no text here"}\n')
     _one_line_error(lambda: load_texts(jsonl_config(missing_field, 8)), "nofield.jsonl:2", "'text'", "body")
+    hostile = tmp_path / "hostile.jsonl"   # nested past the recursion limit; an integer past int's digit limit
+    hostile.write_text('{"text": "fine"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    _one_line_error(lambda: load_texts(jsonl_config(hostile, 8)), "hostile.jsonl:2", "unusable JSON", "RecursionError")
+    hostile.write_text('{"text": "fine"}\n{"text": "x", "n": ' + "9" * 5000 + '}\n')
+    _one_line_error(lambda: load_texts(jsonl_config(hostile, 8)), "hostile.jsonl:2", "unusable JSON", "ValueError")
+    from shared.data.records import read_records
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    _one_line_error(lambda: list(read_records(str(deep))), "deep.json", "unusable JSON")
     not_object = tmp_path / "list.jsonl"
     not_object.write_text('[1, 2]\n')
     _one_line_error(lambda: load_texts(jsonl_config(not_object, 8)), "list.jsonl:1", "JSON object")

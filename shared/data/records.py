@@ -24,6 +24,8 @@ def read_records(path: str) -> Iterator[tuple[str, dict]]:
             records = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise DataError(f"{path}: not a JSON file ({e})") from e
+        except (RecursionError, ValueError) as e:  # nested too deep; an integer of over 4,300 digits
+            raise DataError(f"{path}: unusable JSON ({type(e).__name__}: {str(e)[:120]})") from None
         if not isinstance(records, list):
             raise DataError(f"{path}: expected a JSON array of records, got {type(records).__name__}")
         numbered = ((f"{path}[{i}]", r) for i, r in enumerate(records))
@@ -45,6 +47,8 @@ def _jsonl_lines(path: str, data: bytes) -> Iterator[tuple[str, Any]]:
             raise DataError(f"{path}:{lineno}: not UTF-8 ({e.reason} at byte {e.start})") from e
         except json.JSONDecodeError as e:
             raise DataError(f"{path}:{lineno}: invalid JSON: {e.msg} at column {e.colno}") from e
+        except (RecursionError, ValueError) as e:  # nested too deep; an integer of over 4,300 digits
+            raise DataError(f"{path}:{lineno}: unusable JSON ({type(e).__name__}: {str(e)[:120]})") from None
 
 
 def field(record: dict, key: str, where: str, kinds: type | tuple[type, ...] = str) -> Any:

@@ -217,6 +217,8 @@ def iter_jsonl(path: str, field: str) -> Iterator[tuple[int, str]]:
             raise DataError(f"{path}:{lineno}: not UTF-8 ({e.reason} at byte {e.start})") from e
         except json.JSONDecodeError as e:
             raise DataError(f"{path}:{lineno}: invalid JSON: {e.msg} at column {e.colno}") from e
+        except (RecursionError, ValueError) as e:  # nested too deep; an integer of over 4,300 digits
+            raise DataError(f"{path}:{lineno}: unusable JSON ({type(e).__name__}: {str(e)[:120]})") from None
         if not isinstance(record, dict):
             raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
         if field not in record:
