@@ -180,6 +180,22 @@ def test_missing_and_unexpected_tensors_are_named(checkpoints, tmp_path):
         load_hf(target, config_from_hf(config))
 
 
+def test_an_index_naming_a_file_outside_its_folder_is_refused(checkpoints, tmp_path):
+    folder, _, _ = checkpoints["llama_gqa_untied"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    save_file(load_file(os.path.join(folder, "model.safetensors")), str(elsewhere / "other.safetensors"))
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    with open(os.path.join(folder, "config.json")) as f:
+        (shards / "config.json").write_text(f.read())
+    (shards / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"model.norm.weight": "../elsewhere/other.safetensors"}}))
+    with pytest.raises(ValueError, match=r"weight_map\['model.norm.weight'\] = '../elsewhere/other.safetensors' "
+                                         r"points outside"):
+        load_hf(str(shards))
+
+
 def test_bfloat16_export_reads_back_rounded(checkpoints, tmp_path):
     cfg, state = load_hf(checkpoints["qwen3_qk_norm"][0])
     save_hf(cfg, state, str(tmp_path), dtype="bfloat16")

@@ -126,3 +126,18 @@ def test_whitespace_runs_do_not_make_the_parsers_backtrack():
     verdict = parse_scores("Clear and short.\n\n   Score A:\t7\nScore B:    3", total=10)
     assert verdict.scores == (7.0, 3.0) and verdict.critique == "Clear and short."
     assert parse_tags("Both fine,\n\n  but   A   cites.\n<verdict>  A </verdict>").critique == "Both fine,\n\n  but   A   cites."
+
+
+def test_a_key_over_plain_http_to_another_host_is_warned_about(monkeypatch, capsys):
+    from shared.judges.http import ChatClient
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for url in ("http://127.0.0.1:8000/v1", "http://localhost:8000/v1", "https://judge.example.org/v1"):
+        ChatClient(url, "m")
+    assert capsys.readouterr().err == ""
+    ChatClient("http://10.1.2.3:8000/v1", "m")
+    err = capsys.readouterr().err
+    assert "API key goes unencrypted to 10.1.2.3" in err and KEY not in err
+    monkeypatch.delenv("OPENAI_API_KEY")
+    ChatClient("http://10.1.2.3:8000/v1", "m")     # no key: nothing to warn about
+    assert capsys.readouterr().err == ""

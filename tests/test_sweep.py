@@ -389,6 +389,9 @@ def test_source_hash_names_the_commit_even_without_git(tmp_path):
     commit = _git(repo, "rev-parse", "HEAD")
     on_disk = provenance.source_hash(str(repo))
     assert on_disk == provenance.commit_hash(commit, str(repo))
+    # a commit field of a manifest from elsewhere reaches git only as a commit id or ref name, never as an option
+    assert provenance.commit_hash("--output=" + str(tmp_path / "x"), str(repo)) is None
+    assert provenance.commit_hash(123, str(repo)) is None and not (tmp_path / "x").exists()
     # by hand: sha256 over "<blob id> <path>" lines, blob id = git hash-object
     lines = "".join(f"{_git(repo, 'hash-object', p)} {p}\n" for p in ("projects/p/b.py", "pyproject.toml", "shared/a.py"))
     assert on_disk == hashlib.sha256(lines.encode()).hexdigest()

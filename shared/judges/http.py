@@ -34,6 +34,26 @@ from shared.net import RETRY_HTTP_CODES, HTTPFailure, post_json  # noqa: F401  (
 ON_ERROR_POLICIES = ("raise", "tie")
 
 
+def _warn_if_key_in_clear(url: str, key: str | None, owner: str) -> None:
+    """An API key would go unencrypted (http://) to a host other than this machine: say so once, on stderr. Not
+    refused: a judge served on a private network over http is common; the user decides."""
+    import ipaddress
+    import sys
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    if not key or parts.scheme != "http":
+        return
+    host = parts.hostname or ""
+    try:
+        local = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        local = host == "localhost"
+    if not local:
+        print(f"[{owner}] warning: the API key goes unencrypted to {host} (http://); use https:// for a judge "
+              "outside this machine's private network", file=sys.stderr, flush=True)
+
+
 class ChatClient:
     """See the module docstring. base_url / model: arguments, else the environment variables base_url_env /
     model_env."""
@@ -50,6 +70,7 @@ class ChatClient:
             raise ValueError(f"{owner}: no model given and ${model_env} is unset")
         self.url = self.base_url.rstrip("/") + "/chat/completions"
         self.api_key_env = api_key_env
+        _warn_if_key_in_clear(self.url, os.environ.get(api_key_env) if api_key_env else None, owner)
         self.timeout, self.retries = float(timeout), int(retries)
         self.max_reply_bytes = int(float(max_reply_mb) * (1 << 20))
         self.backoff, self.max_backoff = float(backoff), float(max_backoff)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import subprocess
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -73,7 +74,11 @@ def git_output(root: str, *args: str) -> str | None:
 
 
 def commit_entries(commit: str, root: str = REPO_ROOT) -> dict[str, str] | None:
-    """{path: blob id} of the source files in `commit`'s tree; None if git cannot read it."""
+    """{path: blob id} of the source files in `commit`'s tree; None if git cannot read it (or `commit`, which may
+    come from a manifest someone else wrote, is no commit id or ref name: an option such as "--output=..." never
+    reaches git's command line)."""
+    if not isinstance(commit, str) or not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z._/~^-]{0,199}", commit):
+        return None
     out = git_output(root, "ls-tree", "-r", "--full-tree", commit, "--", *SOURCE_DIRS, *SOURCE_FILES)
     if out is None:
         return None

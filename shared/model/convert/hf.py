@@ -365,7 +365,13 @@ class _TensorFiles:
             if os.path.exists(index):
                 with open(index) as f:
                     weight_map = json.load(f)["weight_map"]
-                self.where = {name: os.path.join(path, file) for name, file in weight_map.items()}
+                root = os.path.realpath(path)
+                self.where = {}
+                for name, file in weight_map.items():  # an index from elsewhere may name any file: keep to the folder
+                    where = os.path.realpath(os.path.join(root, str(file)))
+                    if os.path.commonpath([root, where]) != root:
+                        raise ValueError(f"load_hf: {index}: weight_map[{name!r}] = {file!r} points outside {path}")
+                    self.where[name] = where
             else:
                 single = os.path.join(path, SINGLE_FILE)
                 if not os.path.exists(single):
