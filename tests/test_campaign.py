@@ -154,3 +154,21 @@ def test_results_are_packed_small_and_large_bundles_stay_on_the_machine(tmp_path
     assert sorted(os.listdir(bundles)) == ["b.tar.gz", "c.tar.gz"]
     assert sorted(os.listdir(work / "a.bundle")) == ["a.tar.gz.part000", "a.tar.gz.part001"]
     assert sorted(os.listdir(work / "d.bundle")) == ["d.tar.gz"]
+
+
+def test_no_table_named_prints_where_the_campaign_stands_and_a_gpu_table_needs_a_gpu(tmp_path, monkeypatch, capsys):
+    def no_run(*args, **kwargs):
+        raise AssertionError("nothing may run")
+
+    monkeypatch.setattr(campaign, "run", no_run)
+    gpu, cpu = _entry("gpu_table"), dict(_entry("cpu_table"), est_gpu_min=0)
+    path = _entries_file(tmp_path, [gpu, cpu])
+    assert campaign.main([f"--campaign={path}"]) == 0
+    out = capsys.readouterr().out
+    assert "2 tables: 0 done, 2 pending" in out and "gpu_table" in out and f"--campaign={path} --next=2" in out
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert campaign.main([f"--campaign={path}", "--next=1"]) == 2
+    assert "gpu_table: estimated in GPU-minutes, and no GPU is visible" in capsys.readouterr().err
+    ran = []
+    monkeypatch.setattr(campaign, "run", lambda chosen, *a: ran.extend(e["name"] for e in chosen) or {})
+    assert campaign.main([f"--campaign={path}", "--run=cpu_table"]) == 0 and ran == ["cpu_table"]

@@ -110,6 +110,20 @@ def render(entries: list[dict], root: str = REPO_ROOT) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary(entries: list[dict], campaign_path: str = "CAMPAIGN", root: str = REPO_ROOT, show: int = 8) -> str:
+    """Where the campaign stands, for a terminal: counts, the next pending tables and how to run them."""
+    pending = [e for e in entries if not is_done(e, root)]
+    ready = [e for e in pending if e["state"] == "ready"]
+    lines = [f"{len(entries)} tables: {len(entries) - len(pending)} done, {len(pending)} pending "
+             f"({len(ready)} ready, about {sum(float(e['est_gpu_min']) for e in ready):.0f} GPU-minutes by the "
+             "estimates). Next ready:"]
+    for e in ready[:show]:
+        lines.append(f"  {e['name']:<34} {float(e['est_gpu_min']):>6.0f} GPU-min  {status(e, root)}")
+    lines += [f"Run the next two:  python -m shared.sweep.campaign --campaign={campaign_path} --next=2 "
+              "--time_budget_s=540", "Run named tables: --run=NAME,NAME.  Every table: CAMPAIGN.md beside the file."]
+    return "\n".join(lines)
+
+
 def write_markdown(campaign_path: str, markdown_path: str, root: str = REPO_ROOT) -> bool:
     """Replaces the generated block of `markdown_path`; returns whether the file changed."""
     table = render(load_entries(campaign_path), root)
@@ -254,12 +268,15 @@ def hold_bundles_over_budget(entries: list[dict], work_root: str, bundle_dir: st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shared.sweep.campaign", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m shared.sweep.campaign", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--campaign", required=True)
     parser.add_argument("--markdown", default=None, help="default: CAMPAIGN.md beside the campaign file")
     parser.add_argument("--write", action="store_true", help="regenerate the markdown table and exit")
     parser.add_argument("--run", default=None, help="comma-separated table names to run now")
     parser.add_argument("--next", type=int, default=None, help="run the first N ready tables not done yet")
+    parser.add_argument("--allow_cpu", action="store_true",
+                        help="run tables whose estimate is in GPU-minutes on a machine with no GPU visible")
     parser.add_argument("--time_budget_s", type=float, default=None)
     parser.add_argument("--bundle_dir", default="runs/campaign_bundles")
     parser.add_argument("--work_root", default="runs/campaign")
@@ -279,7 +296,17 @@ def main(argv: list[str] | None = None) -> int:
             changed = write_markdown(args.campaign, markdown)
             print(f"{markdown}: {'updated' if changed else 'up to date'}")
             return 0
+        if not args.run and args.next is None:  # no table named: say where the campaign stands, run nothing
+            print(summary(entries, args.campaign))
+            return 0
         chosen = choose(entries, args.run.split(",") if args.run else None, args.next)
+        if not args.allow_cpu:
+            from shared.sweep.hardware import visible_gpus
+
+            needs_gpu = [e["name"] for e in chosen if float(e["est_gpu_min"]) > 0]
+            if needs_gpu and not visible_gpus():
+                raise ValueError(f"{', '.join(needs_gpu)}: estimated in GPU-minutes, and no GPU is visible here; "
+                                 "run on a GPU machine, or pass --allow_cpu to run on this one anyway")
     except (ValueError, FileNotFoundError) as e:
         print(f"shared.sweep.campaign: error: {e}", file=sys.stderr)
         return 2
