@@ -502,6 +502,19 @@ def test_points_whose_stages_finished_start_before_the_next_stage(setup):
     assert launched == ["sft_s0", "lr0.1_s0", "lr0.2_s0", "sft_s1", "lr0.1_s1", "lr0.2_s1", "sft_s2"]
 
 
+def test_a_workdir_holding_another_table_is_refused_before_anything_runs(setup):
+    run_sweep(setup["table"](), setup["workdir"], only="lr0.1_s0", extra_overrides=["--config.train.steps=2"],
+              launcher_cmd=setup["launcher"], echo=False)
+    before = open(os.path.join(setup["workdir"], "results.csv")).read()
+    with pytest.raises(ValueError, match=r"holds the table 'lr_table' of .*table_curves.py, not 'lr_table' of "
+                                         r".*:with_stages; use a new --workdir"):
+        run_sweep(setup["table"]() + ":with_stages", setup["workdir"], launcher_cmd=setup["launcher"], echo=False)
+    assert open(os.path.join(setup["workdir"], "results.csv")).read() == before and len(setup["launches"]()) == 1
+    again = run_sweep(setup["table"](), setup["workdir"], only="lr0.1_s1",   # the same table: a resume
+                      extra_overrides=["--config.train.steps=2"], launcher_cmd=setup["launcher"], echo=False)
+    assert again.launched == ["lr0.1_s1"]
+
+
 def test_a_stage_reference_must_name_an_earlier_stage(tmp_path):
     table = tmp_path / "bad.py"
     table.write_text(textwrap.dedent('''

@@ -78,6 +78,25 @@ def plan_slots(gpus: Sequence[str], parallel: int | None, gpus_per_point: int = 
 
 
 # -- commands ---------------------------------------------------------------------------------------------
+def check_workdir_holds(sweep: Sweep, workdir: str) -> None:
+    """A workdir whose manifest is another table's is refused: its tables would be overwritten and its points mixed
+    with this table's (the same table with other flags is a resume: allowed)."""
+    path = os.path.join(workdir, "manifest.json")
+    if not os.path.exists(path):
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--workdir={workdir}: {path} is unreadable ({e}); use a new --workdir") from None
+    there = (old.get("sweep"), old.get("config_file"), old.get("config_arg")) if isinstance(old, dict) else None
+    # by name and variant: the file may be named by another path (relative, absolute, another machine's)
+    if there is None or (there[0], there[2]) != (sweep.name, sweep.config_arg):
+        held = config_spec(there[1], there[2]) if there and there[1] else "another table"
+        raise ValueError(f"--workdir={workdir} holds the table {there[0] if there else '?'!r} of {held}, not "
+                         f"{sweep.name!r} of {config_spec(sweep.config_file, sweep.config_arg)}; use a new --workdir")
+
+
 def point_dirs(sweep: Sweep, workdir: str) -> dict[str, str]:
     """Where each point (<workdir>/<name>) and stage (<workdir>/stages/<name>) runs."""
     dirs = {stage.name: os.path.join(workdir, "stages", stage.name) for stage in sweep.stages}
@@ -299,6 +318,7 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     started_at = time.time()
     console = _Console(started_at, echo)
     sweep = load_sweep(config_path)
+    check_workdir_holds(sweep, workdir)
     extra = parse_override_args(extra_overrides)
     check_override_keys(sweep, extra)
     for key in extra:
