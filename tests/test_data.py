@@ -399,6 +399,9 @@ def test_errors_name_key_file_line_and_field(tmp_path):
     _one_line_error(lambda: load_texts(jsonl_config(not_object, 8)), "list.jsonl:1", "JSON object")
     missing = tmp_path / "nowhere"
     _one_line_error(lambda: load_texts(jsonl_config(missing, 8)), "data.path", str(missing))
+    ignored = base_config()       # a path the stdlib source would not read is an error, not silently ignored
+    ignored.data.path = str(tmp_path / "mytext.jsonl")
+    _one_line_error(lambda: load_texts(ignored), "data.path=", "data.source='stdlib'", "data.source=text")
     c = base_config()
     c.data.source, c.data.path = "text", str(tmp_path / "blob.txt")
     (tmp_path / "blob.txt").write_bytes(b"abc\x00\xff\xfe")

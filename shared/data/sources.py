@@ -162,6 +162,9 @@ def read_stdlib(data_cfg, root: str | None = None) -> tuple[list[str], list[str]
 
 @DATASETS.register("stdlib")
 def stdlib_source(data_cfg) -> tuple[list[str], list[str]]:
+    if str(_get(data_cfg, "path", "") or ""):  # a path given to the source that reads none: say so, do not ignore it
+        raise DataError(f"data.path={_get(data_cfg, 'path', '')!r} is set, but data.source='stdlib' reads the Python "
+                        "standard library, not a path; set --config.data.source=text (plain files) or jsonl")
     train, val, skipped = read_stdlib(data_cfg)
     log.info("stdlib corpus: %d train / %d val files, %d skipped (not UTF-8)", len(train), len(val), len(skipped))
     return train, val
