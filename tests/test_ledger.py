@@ -208,5 +208,9 @@ def test_the_cli_checks_a_project(capsys):
     from shared.stats.ledger import main
 
     assert main(["--project", "march", "--check"]) == 0
+    assert "ok: projects/march/README.md" in capsys.readouterr().out
     assert main(["--project", "no_such_project", "--check"]) == 2
     assert "no claims module 'projects.no_such_project.claims'" in capsys.readouterr().err
+    assert main(["--project", "proxygrm", "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'proxy_grm'?" in err and "Projects with a ledger: clipo," in err and "ssp" in err

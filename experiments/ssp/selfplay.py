@@ -190,7 +190,7 @@ def get_sweep(arg=None):
     return dict(
         name="ssp_" + (arg or "table"), stages=stages, points=points,
         columns=["eval/acc_mean_before", "eval/acc_mean", "eval/acc_h1", "eval/acc_h2", "eval/acc_h3",
-                 "rl/role/proposer/valid_rate", "rl/role/proposer/run_oracle_invalid_rate",
+                 "eval/acc_h3_before", "rl/role/proposer/valid_rate", "rl/role/proposer/run_oracle_invalid_rate",
                  "rl/role/proposer/run_filter_precision", "rl/role/proposer/run_filter_recall",
                  "rl/role/solver/success", "rl/role/proposer/entropy", "wall_time_s"],
         group=["arm"],

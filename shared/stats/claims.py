@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import difflib
 import importlib
 import json
 import math
@@ -533,8 +534,12 @@ def load_ledgers(project: str | None = None, module: str | None = None) -> tuple
         mod = importlib.import_module(name)
     except ModuleNotFoundError as e:
         if e.name and (name == e.name or name.startswith(e.name + ".")):
-            raise ValueError(f"no claims module {name!r} (a project declares its claims in "
-                             f"projects/<p>/claims.py)") from None
+            known = sorted(d for d in os.listdir(os.path.join(REPO_ROOT, "projects"))
+                           if os.path.isfile(os.path.join(REPO_ROOT, "projects", d, "claims.py")))
+            close = difflib.get_close_matches(project or "", known, n=1)
+            raise ValueError(f"no claims module {name!r} (a project declares its claims in projects/<p>/claims.py)"
+                             + (f"; did you mean {close[0]!r}?" if close else "")
+                             + (f" Projects with a ledger: {', '.join(known)}" if project else "")) from None
         raise
     if hasattr(mod, "LEDGERS"):
         ledgers = list(mod.LEDGERS)

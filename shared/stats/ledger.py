@@ -135,6 +135,8 @@ def project_main(project: str | None, module: str | None, check: bool) -> int:
     if check:
         for path in changed:
             print(f"ledger: {path} is stale; run `{command}`", file=sys.stderr)
+        if not changed:
+            print(f"ok: {', '.join(files)} match the committed results")
         return 1 if changed else 0
     claims.write(files)
     for path in files:
