@@ -270,6 +270,9 @@ def test_loader_errors_name_file_line_and_field(tmp_path):
         load_task("gsm8k", "train", 0)
     with pytest.raises(DataError, match="rl/svamp: path /nonexistent/x does not exist"):
         load_task("svamp", "train", 0, path="/nonexistent/x")
+    with pytest.raises(DataError, match=r"path \.\./shared/data/nowhere does not exist \(relative to the current "
+                                        r"folder .*\); the configs' \.\./shared/data/\.\.\. is the data folder beside"):
+        load_task("svamp", "train", 0, path="../shared/data/nowhere")
     with pytest.raises(DataError, match="rl/asdiv: folder .* holds none of asdiv.jsonl"):
         load_task("asdiv", "train", 0, path=str(tmp_path / "bad"))
     with pytest.raises(ValueError, match="rl/gsm8k: split must be one of train, test; got 'ood'"):

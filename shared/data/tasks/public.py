@@ -48,7 +48,11 @@ def _resolve(name: str, path: str, candidates: Sequence[str]) -> str:
             if os.path.isfile(os.path.join(path, candidate)):
                 return os.path.join(path, candidate)
         raise DataError(f"rl/{name}: folder {path} holds none of {', '.join(candidates)}")
-    raise DataError(f"rl/{name}: path {path} does not exist")
+    where = "" if os.path.isabs(path) else f" (relative to the current folder {os.getcwd()}: {os.path.abspath(path)})"
+    beside = (" the configs' ../shared/data/... is the data folder beside the repository clone: run from the "
+              "repository root, or pass an absolute path" if path.replace("\\", "/").startswith("../shared/") else "")
+    raise DataError(f"rl/{name}: path {path} does not exist{where} (the task's task_options.path)"
+                    + (f";{beside}" if beside else ""))
 
 
 
