@@ -402,3 +402,23 @@ def test_a_dying_trainer_takes_the_sandbox_with_it():
             break
         time.sleep(0.05)
     assert processes_with(token) == []
+
+
+def test_the_work_folder_is_capped_as_a_whole_not_per_file():
+    # many files each under file_mb: with /sandbox a host folder one run wrote 1,168 MiB; on its own tmpfs of
+    # disk_mb the writes stop at the cap, and nothing of it is on the host's disk
+    code = """
+import os
+def check():
+    written = 0
+    try:
+        for i in range(64):
+            with open(f'/sandbox/f{i}', 'wb') as f:
+                f.write(b'x' * (1 << 20))
+            written += 1
+    except OSError as e:
+        return [written, type(e).__name__]
+    return [written, '']
+"""
+    result = run_python(code, file_mb=2, disk_mb=8, audit_hook=False)
+    assert result.ok and result.value[1] == "OSError" and 4 <= result.value[0] <= 8, result

@@ -102,11 +102,13 @@ class Limits:
     open_files: int = 256
     output_kb: int = 64          # stdout / stderr bytes kept (the rest is read and discarded)
     result_mb: int = 16          # a larger result is an error
+    disk_mb: int = 64            # /sandbox in all (a tmpfs of this size; file_mb caps each file)
 
     def child_limits(self) -> dict:
         return {"memory": int(self.memory_mb) << 20, "cpu": max(1, int(self.timeout_s) + 1),
                 "fsize": int(self.file_mb) << 20, "nproc": int(self.processes) + 2, "nofile": int(self.open_files),
-                "output_bytes": int(self.output_kb) << 10, "result_bytes": int(self.result_mb) << 20}
+                "output_bytes": int(self.output_kb) << 10, "result_bytes": int(self.result_mb) << 20,
+                "disk_bytes": int(self.disk_mb) << 20}
 
 
 def resolve_backend(backend=None):
@@ -152,7 +154,7 @@ def run_python(code: str, calls: Sequence[Sequence] = ((),), *, entry: str | Non
                timeout_s: float = 5.0, memory_mb: int = 512, file_mb: int = 16, backend=None,
                audit_hook: bool = True, site: bool = True, **limits) -> SandboxResult:
     """Runs `code` in the sandbox and calls entry(*args) for each args in `calls` (entry=None: only runs the code).
-    See the module docstring for the backends and limits (limits: processes, open_files, output_kb, result_mb).
+    See the module docstring for the backends and limits (limits: processes, open_files, output_kb, result_mb, disk_mb).
     Arguments and return values travel as JSON."""
     limit = Limits(timeout_s=float(timeout_s), memory_mb=int(memory_mb), file_mb=int(file_mb), **limits)
     calls = [list(c) for c in calls]

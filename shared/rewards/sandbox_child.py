@@ -12,7 +12,7 @@ trainer's own code paths except for reading this file's path.
       S, PID 1 of the new PID namespace (its death kills every process in it), builds a new root on a tmpfs:
       read-only binds of /usr, /lib*, /bin, /sbin, /etc/ld.so.cache and the Python installation, a /dev with
       null, zero, full, random, urandom, a fresh /proc of the namespace (skipped where the kernel refuses it), the
-      job's folder read-write at /sandbox; every mount but /sandbox read-only and nosuid (mount_setattr, recursive);
+      work folder /sandbox, read-write, a tmpfs of its own of limits.disk_mb; every mount but /sandbox read-only and nosuid (mount_setattr, recursive);
       pivot_root, the old root detached. S then starts W and relays: W's stdout / stderr are read by S up to a cap
       (the rest is discarded), W's result (a pipe only W and S hold) is parsed and checked by S, and S writes
       "<secret>\\n<json>" on the result pipe to the trainer, which W never holds. When W ends, or at S's own
@@ -288,9 +288,11 @@ def _build_root(job, sources, ctypes, libc):
     _check("mount_setattr(read-only, recursive) (Linux >= 5.12 needed)",
            libc.syscall(_syscall("mount_setattr"), AT_FDCWD, root.encode(), AT_RECURSIVE, ctypes.byref(attr),
                         ctypes.sizeof(attr)), ctypes)
-    mount(job["work"], root + NEW_ROOT_WORK, None, MS_BIND, step="bind the work folder")
-    mount(None, root + NEW_ROOT_WORK, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV,
-          step="remount the work folder")
+    # the work folder is a tmpfs of its own, not a host folder: the code's files count against one size for the whole
+    # sandbox (a host folder capped only each file: one run wrote 1,168 MiB in 16 MiB files), and the inode count too
+    disk = int(job["limits"].get("disk_bytes", 64 << 20))
+    mount("tmpfs", root + NEW_ROOT_WORK, "tmpfs", MS_NOSUID | MS_NODEV,
+          f"mode=0777,size={max(disk, 1 << 20)},nr_inodes=4096", step="tmpfs for the work folder")
     os.chdir(root)
     _check("pivot_root", libc.syscall(_syscall("pivot_root"), b".", b"."), ctypes)
     _check("detach the old root", libc.umount2(b".", MNT_DETACH), ctypes)
