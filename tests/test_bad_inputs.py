@@ -187,6 +187,18 @@ def test_bad_input_in_an_existing_workdir_changes_nothing(capsys, trained, case,
     assert code == 0 and "already finished 2 steps" in out, (out, err)
 
 
+def test_a_workdir_of_another_kind_of_run_is_named_in_one_short_line(trained):
+    from shared.config import ConfigError
+    from shared.config.integrity import check_workdir_config
+
+    with open(os.path.join(trained, "config.json")) as f:
+        config = json.load(f)
+    other = {**config, "task": "rl", "rl": {"group_size": 8}, "optim": {**config["optim"], "lr": 1e-5}}
+    with pytest.raises(ConfigError, match=r"holds a '.+' run, not 'rl' \(and \d+ other config keys differ\); use a "
+                                          r"new --workdir$"):
+        check_workdir_config(other, trained)
+
+
 def test_a_corrected_command_runs_after_a_failed_first_launch(trained):
     """A failed first launch used to leave config.json, so the corrected command was refused ("workdir was
     started with another config (train.init_from: 'foo:x' -> '')"); the fixture ran both. A config.json from a

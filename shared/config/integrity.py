@@ -65,6 +65,10 @@ def check_workdir_config(new: dict, workdir: str, allow: Sequence[str] = ()) -> 
                           "use a new --workdir") from None
     changes = config_changes(old, new)
     refused = {k: v for k, v in changes.items() if not _covered(k, list(allow) + list(FREE_KEYS))}
+    if "task" in refused:  # another kind of run: no change of config continues it
+        before, after = refused["task"]
+        raise ConfigError(f"workdir {workdir} holds a {_fmt(before)} run, not {_fmt(after)} (and {len(refused) - 1} "
+                          "other config keys differ); use a new --workdir")
     if refused:
         listed = "; ".join(f"{k}: {_fmt(a)} -> {_fmt(b)}" for k, (a, b) in refused.items())
         raise ConfigError(f"workdir {workdir} was started with another config ({listed}). Re-run with its config, "

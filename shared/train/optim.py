@@ -159,7 +159,8 @@ def _decay_end(optim_cfg, total_steps: int) -> int:
     warmup = int(optim_cfg.warmup_steps)
     if warmup > end:
         raise ValueError(f"optim.warmup_steps={warmup} exceeds the decay horizon {end} "
-                         "(optim.decay_steps, or train.steps when 0): the lr would never reach its peak")
+                         "(optim.decay_steps, or train.steps when 0): the lr would never reach its peak; for a "
+                         f"short run pass e.g. --config.optim.warmup_steps={max(0, end // 10)}")
     return end
 
 
