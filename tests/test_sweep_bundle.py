@@ -160,6 +160,10 @@ def test_links_oversized_and_overlong_bundles_are_refused(tmp_path, monkeypatch)
     os.symlink(outside, tmp_path / "w5" / "A_s0")      # a link already in the workdir is not followed out
     with pytest.raises(BundleError, match="would land outside"):
         unpack_bundle(ok, str(tmp_path / "w5"), "bundle_test")
+    deeper = str(tmp_path / "deeper.tar.gz")          # not even an empty folder is made through it
+    _tar_with(deeper, {"A_s0/sub/summary.json": "{}"})
+    with pytest.raises(BundleError, match="would land outside"):
+        unpack_bundle(deeper, str(tmp_path / "w5"), "bundle_test")
     assert not list(outside.iterdir())
 
 

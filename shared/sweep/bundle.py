@@ -14,7 +14,8 @@ it came from (a resumed point's stage paths move with the workdir: the runner le
 A bundle from someone else is untrusted input: only plain files and folders under relative names without `..` are
 extracted (links of any kind, devices and absolute names are refused: tarfile's "data" filter had bypasses), only
 into the workdir, never through a link already there, with a cap on members and on unpacked bytes (the free disk),
-every member checked before anything is written; a bundle of another sweep is refused by name. Paths may be gs:// (shared.fs): the file is written and read through a local temporary copy.
+every member checked before anything is written; a bundle of another sweep is refused by name. Paths may be gs://
+(shared.fs): the file is written and read through a local temporary copy.
 """
 from __future__ import annotations
 
@@ -252,9 +253,12 @@ def _extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], workdir: str,
     for member in members:
         target = os.path.join(root, os.path.normpath(member.name))
         parent = target if member.isdir() else os.path.dirname(target)
-        os.makedirs(parent, exist_ok=True)
-        if os.path.commonpath([root, os.path.realpath(parent)]) != root:  # a link already in the workdir
+        existing = parent
+        while not os.path.lexists(existing):  # the deepest folder there already, checked before any is made
+            existing = os.path.dirname(existing)
+        if os.path.commonpath([root, os.path.realpath(existing)]) != root:  # a link already in the workdir
             raise BundleError(f"--from_bundle={path}: {member.name!r} would land outside {workdir}")
+        os.makedirs(parent, exist_ok=True)
         if member.isdir():
             continue
         if os.path.islink(target):
