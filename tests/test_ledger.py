@@ -214,3 +214,17 @@ def test_the_cli_checks_a_project(capsys):
     assert main(["--project", "proxygrm", "--check"]) == 2
     err = capsys.readouterr().err
     assert "did you mean 'proxy_grm'?" in err and "Projects with a ledger: clipo," in err and "ssp" in err
+
+
+def test_a_claim_reads_its_table_once_the_manifest_is_committed(tmp_path):
+    from shared.stats.claims import Arm, Claim
+
+    a, b = Arm({"arm": "x"}, "v", "x"), Arm({"arm": "y"}, "v", "y")
+    make = lambda: Claim.once_run("c", "x above y", results="t", a=a, b=b, direction="greater", paired=True,  # noqa
+                                  paper="p", note="n", not_run="`python -m shared.sweep ...`", root=str(tmp_path))
+    before = make()
+    assert before.results is None and before.not_run.startswith("`python") and (before.paper, before.note) == ("p", "n")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "manifest.json").write_text("{}")
+    after = make()
+    assert after.results == "t" and after.not_run == "" and after.a is a and after.paired is True

@@ -199,6 +199,14 @@ class Claim:
         if not isinstance(self.levels, tuple):
             object.__setattr__(self, "levels", tuple(self.levels))
 
+    @classmethod
+    def once_run(cls, id: str, text: str, *, results: str, not_run: str, root: str = REPO_ROOT, **fields) -> "Claim":
+        """The claim on `results` once that folder holds a committed manifest.json; until then "not run yet" with
+        `not_run` (the command that makes the table), keeping only its paper and note."""
+        if os.path.isfile(os.path.join(root, results, "manifest.json")):
+            return cls(id, text, results=results, **fields)
+        return cls(id, text, paper=fields.get("paper", ""), note=fields.get("note", ""), not_run=not_run)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Ledger:
