@@ -12,11 +12,9 @@ claims per ablation; the criterion holds for an ablation when both claims of one
 A claim reads its table once the folder holds a committed manifest; until then it is "not run yet" with the
 command that makes the table.
 """
-import os
 
 from shared.stats.claims import Arm, Claim, Level
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLES = {"countdown": ("projects/etr/results/countdown", "experiments/etr/countdown_table.py", 8),
           "cot": ("projects/etr/results/cot", "experiments/etr/cot_table.py", 8)}
 NAMES = {"grpo": "GRPO", "clip_higher": "Clip-higher", "eps_matched": "ε-matched GRPO", "etr_micro": "ETR-micro",
@@ -32,13 +30,10 @@ def arm(name: str, value: str) -> Arm:
 def claim(task: str, cid: str, text: str, a, b, direction: str, margin: float = 0.0, levels=(), paper="",
           note="") -> Claim:
     folder, config, parallel = TABLES[task]
-    cid = f"{task} {cid}"
-    if os.path.isfile(os.path.join(REPO, folder, "manifest.json")):
-        return Claim(cid, text, results=folder, a=a, b=b, direction=direction, margin=margin, paired=True,
-                     levels=levels, paper=paper, note=note)
-    return Claim(cid, text, paper=paper, note=note,
-                 not_run=f"`python -m shared.sweep --config={config} --workdir=runs/etr/{task} --parallel={parallel}` "
-                         f"(then commit its results to {folder})")
+    return Claim.once_run(f"{task} {cid}", text, results=folder, a=a, b=b, direction=direction, margin=margin,
+                          paired=True, levels=levels, paper=paper, note=note,
+                          not_run=f"`python -m shared.sweep --config={config} --workdir=runs/etr/{task} "
+                                  f"--parallel={parallel}` (then commit its results to {folder})")
 
 
 def task_claims(task: str) -> list[Claim]:

@@ -12,11 +12,9 @@ keeps less than half of Tri-Factor's gain over RFN-only, no_weakness − (0.5 rf
 
 A claim reads its table once the folder holds a committed manifest; until then it is "not run yet".
 """
-import os
 
 from shared.stats.claims import Arm, Claim
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULTS = "projects/medical_multiobjective/results/table"
 COMMAND = ("`python -m shared.sweep --config=experiments/medical_multiobjective/table.py "
            "--workdir=runs/medical_multiobjective/table --parallel=8` (then commit its results to " + RESULTS + ")")
@@ -31,10 +29,8 @@ def arm(name: str, value: str) -> Arm:
 
 
 def claim(cid, text, a, b, direction, margin=0.0, paper="", note="") -> Claim:
-    if os.path.isfile(os.path.join(REPO, RESULTS, "manifest.json")):
-        return Claim(cid, text, results=RESULTS, a=a, b=b, direction=direction, margin=margin, paired=True,
-                     paper=paper, note=note)
-    return Claim(cid, text, paper=paper, note=note, not_run=COMMAND)
+    return Claim.once_run(cid, text, results=RESULTS, a=a, b=b, direction=direction, margin=margin, paired=True,
+                          paper=paper, note=note, not_run=COMMAND)
 
 
 def not_below_sft(cid: str, name: str) -> list[Claim]:

@@ -6,11 +6,8 @@ results/table (every arm of D.3 x 3 seeds; claims 3-4). Every arm of a seed star
 differences are paired by seed. Accuracies are fractions: "5 points" is 0.05. A claim reads its table once the folder
 holds a committed manifest; until then it is "not run yet" with the command that makes the table.
 """
-import os
-
 from shared.stats.claims import Arm, Claim, Level
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLES = {"min": ("projects/ssp/results/min", "experiments/ssp/selfplay.py:min", 4),
           "table": ("projects/ssp/results/table", "experiments/ssp/selfplay.py", 8)}
 NAMES = {"ssp": "SSP", "solver_only": "solver-only", "proposer_only": "proposer-only", "no_rag": "no RAG check",
@@ -28,12 +25,10 @@ def arm(name: str, value: str) -> Arm:
 def claim(table: str, cid: str, text: str, a, b, direction: str, margin: float = 0.0, levels=(), paper="",
           note="") -> Claim:
     folder, config, parallel = TABLES[table]
-    if os.path.isfile(os.path.join(REPO, folder, "manifest.json")):
-        return Claim(cid, text, results=folder, a=a, b=b, direction=direction, margin=margin, paired=True,
-                     levels=levels, paper=paper, note=note)
-    return Claim(cid, text, paper=paper, note=note,
-                 not_run=f"`python -m shared.sweep --config={config} --workdir=runs/ssp/{table} --parallel={parallel}` "
-                         f"(then commit its results to {folder})")
+    return Claim.once_run(cid, text, results=folder, a=a, b=b, direction=direction, margin=margin, paired=True,
+                          levels=levels, paper=paper, note=note,
+                          not_run=f"`python -m shared.sweep --config={config} --workdir=runs/ssp/{table} "
+                                  f"--parallel={parallel}` (then commit its results to {folder})")
 
 
 CLAIMS = [
