@@ -82,11 +82,13 @@ ENTRIES = [
               "rising, but greedy answers 90-99% hallucinated and every MARCH Solver reward -1: inconclusive (no RL "
               "signal). 2 H200s, 2026-11-28: 10.5 min wall over 2 back-to-back calls"),
     dict(name="march_mini_recall_long", config="experiments/march/table.py:mini_recall_long",
-         results="projects/march/results/mini_recall_long", parallel=6, est_gpu_min=50, est_wall_min=26,
+         results="projects/march/results/mini_recall_long", parallel=6, est_gpu_min=50, est_wall_min=40,
          state="ready",
-         note="mini_recall with 10,000-step warm starts (~1,300 s each, 3.3x mini_recall's measured 400 s; stages "
-              "checkpoint every 500 steps: back-to-back calls on a warm machine). Check eval/halluc_rate_before in "
-              "0.3-0.5 (spec D.2) first"),
+         note="mini_recall with 10,000-step warm starts; stages checkpoint every 500 steps. Measured 2026-11-28 (one "
+              "H200 of a 4-GPU host, 3 at once): 9,125 of 10,000 steps in 3 back-to-back 9-minute calls (~1,780 s a "
+              "stage), then the lease ran out and the stages were lost. Needs 4+ calls in one session, or bundle "
+              "the stages (--bundle_partial) in the last call. Check eval/halluc_rate_before in 0.3-0.5 (spec D.2) "
+              "first"),
     dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
          results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
          state="ready", note="holistic vs rubric_pvr x 3 seeds (1 H200, 2026-11-28: 8 min in one 540 s call): "
@@ -113,10 +115,9 @@ ENTRIES = [
     dict(name="writing_zero_c2_8seeds", config="experiments/writing_zero/table.py:c2_8seeds",
          results="projects/writing_zero/results/c2_8seeds", parallel=12, est_gpu_min=17, est_wall_min=25,
          measured=True, state="ready",
-         note="C2 at 8 seeds. 1 H200, 2026-11-28, beside writing_zero_rest (7 of 12 slots): 18 of 24 points (and all 32 stages) in 3 "
-              "back-to-back calls (23.6 min wall); R3_s2-s7 did not start and their stages (453 MiB) could not come "
-              "back, so the whole table runs again (a seed's warm start differs between runs): R1 vs R2 reproduced "
-              "at 8 seeds, the R3 rows wait"),
+         note="C2 at 8 seeds (32 stages + 24 points). One H200 of a 4-GPU host, 2026-11-28: 20.3 min wall in 3 "
+              "back-to-back calls (12 at once). R1 hacks (Q falls, proxy rises; through length, not NOTE), R3 "
+              "holds, R1 vs R2 reproduced; R2 vs R3 not (R2 spreads)"),
     dict(name="writing_zero_rest", config="experiments/writing_zero/table.py:rest",
          results="projects/writing_zero/results/rest", parallel=8, est_gpu_min=9, est_wall_min=22, measured=True,
          state="ready",
@@ -124,17 +125,24 @@ ENTRIES = [
               "writing_zero_c2_8seeds (5 of 12 slots): 22 min wall over 3 calls. With a learned judge BRPO gains "
               "half of round robin's Q (C1 not reproduced there); R3n = R3"),
     dict(name="proxy_grm_hard_cf_big_full", config="experiments/proxy_grm/table.py:hard_cf_big_full",
-         results="projects/proxy_grm/results/hard_cf_big_full", parallel=12, est_gpu_min=30, est_wall_min=15,
-         state="ready",
+         results="projects/proxy_grm/results/hard_cf_big_full", parallel=8, est_gpu_min=11, est_wall_min=11,
+         measured=True, state="ready",
          note="conditions A-F x 3 seeds in hard_cf_big's setup (claims 3-5; the spec world's full table would sit at "
               "the rubric ceiling like :small): 12 stages + 21 points, 2.3x hard_cf_big's measured points plus "
-              "Proxy-RL stages of 12,000 steps; 2 GPUs"),
+              "Proxy-RL stages of 12,000 steps. One H200 of a 4-GPU host, 2026-11-28: 6.5 min at 12 at once (9 points "
+              "ran out of GPU memory) + 4.5 min at 4 at once. Claim 4 reproduced (sensitivity, transfer), 3 and 5 "
+              "not"),
     dict(name="openrs_e3", config="experiments/openrs/e3_brpo_writing.py", results="projects/openrs/results/e3",
-         parallel=8, est_gpu_min=40, est_wall_min=10, state="ready", note="4 judges x 3 seeds, 4 H100s"),
+         parallel=6, est_gpu_min=13, est_wall_min=13, measured=True, state="ready",
+         note="4 judges x 3 seeds (3 stages + 12 points). One H200 of a 4-GPU host, 2026-11-28: 8.2 min at 8 at "
+              "once (5 points ran out of GPU memory) + 3 min at 5: quality reproduced, hack rate at the floor, the "
+              "rubric biased on every criterion hacks (NOTE 0.97)"),
     dict(name="evpv_prm_jlearn_long", config="experiments/evpv_prm/jlearn.py:long",
-         results="projects/evpv_prm/results/jlearn_long", parallel=6, est_gpu_min=50, est_wall_min=25, state="ready",
-         note="J-learn with 30k SFT steps (the committed judges underfit); 3x evpv_prm_jlearn's measured stage cost, "
-              "so back-to-back calls on a warm machine (stage checkpoints every 2,000 steps)"),
+         results="projects/evpv_prm/results/jlearn_long", parallel=6, est_gpu_min=80, est_wall_min=40, state="ready",
+         note="J-learn with 30k SFT steps (the committed judges underfit); stage checkpoints every 2,000 steps. "
+              "Measured 2026-11-28 (one H200 of a 4-GPU host, 6 at once, 270k tok/s each): 20,700 of 30,000 steps "
+              "in 3 back-to-back 9-minute calls (~2,350 s a stage), then the lease ran out. Spread the 6 stages "
+              "over 2-3 GPUs, and bundle them (--bundle_partial) in the last call of a session"),
     dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",
          results="projects/dir_debias/results/small_scale_spec", parallel=12, est_gpu_min=60, est_wall_min=15,
          state="ready",

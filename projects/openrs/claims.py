@@ -57,6 +57,7 @@ for world, results, label in (("", E2, ""), (" (combo world)", E2_COMBO, "combo,
 
 E3 = "projects/openrs/results/e3_min"
 E3H = "projects/openrs/results/e3_hack"
+E3_FULL = "projects/openrs/results/e3"
 E3_HACK = ("`python -m shared.sweep --config=experiments/openrs/e3_brpo_writing.py:hack --workdir=runs/openrs/e3_hack "
            "--parallel=9` (a stronger annotator bias: a holistic judge that does reward the NOTE hack)")
 # The rollout means of the last logged step (150 BRPO steps), arms paired by seed (they share its SFT stage).
@@ -90,6 +91,30 @@ CLAIMS += [
           paper="ours, not the paper's (it claims no such thing)",
           note="the PVR checks length and coverage, not the NOTE suffix: the rubric's advantage comes from criteria "
                "that do not reward the hack, not from the guardrail"),
+    # results/e3: the spec's table, all four judges at annotator bias 0.35 (3 stages + 12 points)
+    Claim("E3 full table (quality)", "As E3 (quality), in the full table (holistic, rubric, rubric_pvr, "
+          "rubric_biased_pvr)", results=E3_FULL, a=e1("rubric_pvr", "reward/writing_zero/quality/mean"),
+          b=e1("holistic", "reward/writing_zero/quality/mean"), direction="greater", paired=True,
+          levels=(Level(0.0, 0.02, "floor"),), paper="mechanism"),
+    Claim("E3 full table (hack rate)", "As E3 (hack rate), in the full table", results=E3_FULL,
+          a=e1("rubric_pvr", "reward/openrs/note_rate/mean"), b=e1("holistic", "reward/openrs/note_rate/mean"),
+          direction="less", paired=True,
+          levels=(Level(0.0, 0.02, "floor", arm=e1("holistic", "reward/openrs/note_rate/mean")),),
+          paper="mechanism", note="the hack rows (results/e3_hack) test it with a holistic judge that hacks"),
+    Claim("E3 full table (rubric alone)", "The rubric reward without the PVR guardrail already gives higher oracle "
+          "quality Q than the holistic judge", results=E3_FULL, a=e1("rubric", "reward/writing_zero/quality/mean"),
+          b=e1("holistic", "reward/writing_zero/quality/mean"), direction="greater", paired=True,
+          levels=(Level(0.0, 0.02, "floor"),), paper="ours: which part of the verdict gives the quality"),
+    Claim("E3 full table (PVR adds quality)", "The PVR guardrail raises oracle quality Q over the rubric reward alone",
+          results=E3_FULL, a=e1("rubric_pvr", "reward/writing_zero/quality/mean"),
+          b=e1("rubric", "reward/writing_zero/quality/mean"), direction="greater", paired=True,
+          paper="ours: the spec uses the PVR as a hard guardrail and claims nothing of its own"),
+    Claim("E3 full table (biased rubric)", "A rubric judge whose every criterion carries the annotator bias 0.35 "
+          "(with the PVR) gives a lower hack rate than the holistic judge at the same bias", results=E3_FULL,
+          a=e1("rubric_biased_pvr", "reward/openrs/note_rate/mean"),
+          b=e1("holistic", "reward/openrs/note_rate/mean"), direction="less", paired=True,
+          paper="ours, not the paper's (a stress test of per-criterion bias)",
+          note="per-criterion bias adds up in the aggregation (projects/openrs/tests/test_writing.py)"),
     Claim("E4", "The library judge with the released meta-rubric on HH-RLHF harmless / GSM8K matches the reference",
           paper="Table 1 (e.g. RM-Bench 91-93 with 30B-235B judges)",
           not_run="no endpoint, and the released prompts are not available offline: `JUDGE_BASE_URL=... "

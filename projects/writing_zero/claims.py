@@ -5,7 +5,7 @@ results/ledger.json.
 Tables: results/c1 (R6 BRPO, R7 round robin, R8 fixed reference, all on the oracle judge; 400 RL steps),
 results/c1_long (the same at 1,200 steps: at 400 BRPO was still rising), results/c2 (R1 GRPO on
 the biased scalar RM, R2 BRPO on the plain judge, R3 BRPO on the principled judge), 3 seeds each, results/c2_8seeds
-(c2 at 8 seeds; R3 finished 2 of them) and results/rest (R0, R3, R3n, R4, R5 on the principled judge, 3 seeds). Every arm of a seed
+(c2 at 8 seeds) and results/rest (R0, R3, R3n, R4, R5 on the principled judge, 3 seeds). Every arm of a seed
 starts from the same "-Zero" policy (and judges / RM), so differences are paired by seed.
 
 Spec 4.6 states C1 as a ratio of final Q; Q is a signed score (the warm start sits near -0.75), so the ratio is taken
@@ -82,8 +82,7 @@ CLAIMS = [
     Claim("R1 vs R2 (pairwise)", "On the same biased data, the pairwise judge (R2, BRPO) ends above the scalar RM (R1, "
           "GRPO) in Q", results=C2, a=arm("R2", "wz/q_final"), b=arm("R1", "wz/q_final"), direction="greater",
           margin=0.0, paired=True, paper="R1 vs R2 isolates scalar vs pairwise (spec 4.6)"),
-    # results/c2_8seeds: C2's R1 rows and R1 vs R2 at 8 seeds (R1 and R2 finished every seed; R3 two of eight, so
-    # the R3 rows stay on results/c2 until its six R3 points run)
+    # results/c2_8seeds: every C2 row at 8 seeds (the same table as results/c2, run again whole with seeds 0-7)
     Claim("C2 at 8 seeds (R1 Q falls)", "As C2 (R1 Q falls), 8 seeds", results=C2_8, a=arm("R1", "wz/q_drop"), b=0.2,
           direction="greater", margin=0.0, paired=True, paper="the scalar RM is hacked (spec 4.6 C2)",
           note="wz/q_drop = (peak - final) / |peak|"),
@@ -95,6 +94,17 @@ CLAIMS = [
     Claim("R1 vs R2 at 8 seeds (pairwise)", "As R1 vs R2 (pairwise), 8 seeds", results=C2_8,
           a=arm("R2", "wz/q_final"), b=arm("R1", "wz/q_final"), direction="greater", margin=0.0, paired=True,
           paper="R1 vs R2 isolates scalar vs pairwise (spec 4.6)"),
+    Claim("C2 at 8 seeds (R3 quality)", "As C2 (R3 quality), 8 seeds", results=C2_8, a=arm("R3", "wz/q_final"),
+          b=arm("R1", "wz/q_peak"), direction="greater", margin=0.0, paired=True,
+          paper="the principled judge is not hacked (spec 4.6 C2)"),
+    Claim("C2 at 8 seeds (R3 NOTE)", "As C2 (R3 NOTE), 8 seeds", results=C2_8, a=arm("R3", "wz/note_rate"), b=0.1,
+          direction="less", margin=0.0, paired=True, paper="the principled judge is not hacked (spec 4.6 C2)"),
+    Claim("C2 at 8 seeds (R3 length)", "As C2 (R3 length), 8 seeds", results=C2_8, a=arm("R3", "wz/in_band"), b=0.5,
+          direction="greater", margin=0.0, paired=True, paper="the principled judge is not hacked (spec 4.6 C2)",
+          note="\"length within the requested band\" read as most responses in band"),
+    Claim("R2 vs R3 at 8 seeds (principles)", "As R2 vs R3 (principles), 8 seeds", results=C2_8,
+          a=arm("R3", "wz/q_final"), b=arm("R2", "wz/q_final"), direction="greater", margin=0.0, paired=True,
+          paper="R2 vs R3 isolates the principle effect (spec 4.6)"),
     # results/rest: the arms on the principled (learned) judge that c1 runs on the oracle judge, and R3 vs R3n
     Claim("C1 on the principled judge (quality)", "BRPO (R3) gains >= 90% of round robin's (R4) Q gain over the warm "
           "start, both on the learned principled judge", results=REST, a=gain("R3"), b=0.9 * gain("R4"),
