@@ -327,6 +327,7 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
     from shared.data.sources import DataError
     from shared.launch.lock import WorkdirBusy, WorkdirLock
     from shared.rewards.core import RewardError
+    from shared.train.memory import StateDoesNotFit
 
     import_project(config.project)
     validate(config, jax.device_count(), jax.process_count(), platform=jax.default_backend(), plan=plan)
@@ -359,7 +360,7 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
             defer_changes(workdir, config_text + "\n", changes)
         try:
             metrics = TASKS.get(config.task)(config, workdir)
-        except (DataError, CheckpointMismatchError, CheckpointDamagedError) as e:
+        except (DataError, CheckpointMismatchError, CheckpointDamagedError, StateDoesNotFit) as e:
             raise ConfigError(" ".join(str(e).split())) from None
         except RewardError as e:  # names the reward and the example
             raise RunFailed(" ".join(str(e).split())) from None

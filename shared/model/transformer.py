@@ -202,9 +202,9 @@ def build_model(cfg, seed: int = 0) -> Decoder:
     return Decoder(cfg, rngs=nnx.Rngs(params=seed))
 
 
-def create_sharded(cfg, mesh, seed: int = 0, rules=None):
-    """(graphdef, state) with every parameter born sharded on `mesh`."""
-    return sh.init_sharded(functools.partial(build_model, cfg, seed), mesh, rules)
+def create_sharded(cfg, mesh, seed: int = 0, rules=None, check=None):
+    """(graphdef, state) with every parameter born sharded on `mesh`; check: see shared.sharding.init_sharded."""
+    return sh.init_sharded(functools.partial(build_model, cfg, seed), mesh, rules, check=check)
 
 
 def attention_implementation(cfg, preset: dict | None, platform: str) -> str:

@@ -205,17 +205,22 @@ def state_shardings(state, mesh: Mesh, rules=None):
     return jax.tree.map(one, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
 
 
-def init_sharded(build, mesh: Mesh, rules=None):
+def init_sharded(build, mesh: Mesh, rules=None, check=None):
     """Builds an nnx Module with every parameter born sharded: eval_shape -> specs -> jit(out_shardings).
 
     Returns (graphdef, state) where state is an nnx.State of sharded arrays. Nothing is materialised on one
-    device first, so models larger than one device's memory can be created.
+    device first, so models larger than one device's memory can be created. check(abstract params): called with
+    the parameters as a pure dict of ShapeDtypeStructs carrying their shardings before anything is allocated
+    (shared.train.memory's preflight raises there when the state cannot fit).
     """
     from flax import nnx
 
     abstract = nnx.eval_shape(build)
     graphdef, abstract_state = nnx.split(abstract)
     shardings = state_shardings(abstract_state, mesh, rules)
+    if check is not None:
+        check(jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                           abstract_state.to_pure_dict(), shardings.to_pure_dict()))
 
     def create():
         return nnx.split(build())[1]

@@ -33,6 +33,7 @@ from shared.metrics import (MetricsWriter, ProgressBar, latest_values, mfu_on_de
                             training_flops_per_token)
 from shared.model import attention_implementation, build_model, create_sharded
 from shared.registry import HOOKS
+from shared.train.memory import check_state_fits
 from shared.train.optim import make_optimizer
 from shared.train.step import finish_eval, lm_loss_fn, make_eval_step, make_train_step
 
@@ -108,7 +109,8 @@ class Trainer:
         self.loss_fn = loss_fn or lm_loss_fn(config, self.attention)
 
         with sh.use_mesh(self.mesh, self.rules):
-            self.graphdef, params_state = create_sharded(config.model, self.mesh, config.seed, self.rules)
+            self.graphdef, params_state = create_sharded(config.model, self.mesh, config.seed, self.rules,
+                                                         check=self._check_state_fits)
             params = params_state.to_pure_dict()
             self.optimizer, self.schedule = make_optimizer(config.optim, config.train.steps, params)
             opt_state = self._init_opt_state(params)
@@ -160,6 +162,12 @@ class Trainer:
                 make_train_step(self.graphdef, self.loss_fn, self.optimizer, self.schedule, self.config, self.mesh,
                                 micro_batches=micro_batches), donate_argnums=0)
         return self._train_steps[micro_batches]
+
+    def _check_state_fits(self, abstract_params) -> None:
+        """Stops before allocating when params + optimizer state exceed the devices' memory (shared.train.memory)."""
+        optimizer, _ = make_optimizer(self.config.optim, self.config.train.steps, abstract_params)
+        check_state_fits(abstract_params, jax.eval_shape(optimizer.init, abstract_params), self.mesh.devices.flat,
+                         self.config.optim.name, self.config.mesh.get("preset", "?"))
 
     def _init_opt_state(self, params):
         """optimizer.init with every params-shaped leaf (Adam's mu, nu, ...) sharded like its parameter: plain
