@@ -80,6 +80,9 @@ def test_unknown_key_names_the_key_and_the_closest_one(experiment):
     with pytest.raises(ConfigError) as e:
         load_config(experiment, ["modle.d_model=1"])
     assert_one_line(e, "'modle.d_model'", "Did you mean 'model.d_model'?")
+    with pytest.raises(ConfigError) as e:  # named by its last part: the full key, not a top-level look-alike
+        load_config(experiment, ["lr=1"])
+    assert_one_line(e, "'lr'", "Did you mean 'optim.lr'?")
     with pytest.raises(ConfigError) as e:
         load_config(experiment, ["optim.lr.x=1"])
     assert_one_line(e, "'optim.lr' is a float, not a group")

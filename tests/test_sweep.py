@@ -274,8 +274,11 @@ def test_only_and_unfinished_point_rerun_in_place(setup):
 
 def test_bad_tables_fail_before_launching(setup, tmp_path):
     table = setup["table"]()
-    with pytest.raises(ValueError, match="'optim.lrr'.*did you mean 'lr'"):
+    with pytest.raises(ValueError, match="'optim.lrr'.*did you mean 'optim.lr'"):
         run_sweep(table, setup["workdir"], extra_overrides=["--config.optim.lrr=1"],
+                  launcher_cmd=setup["launcher"], echo=False)
+    with pytest.raises(ValueError, match="'lr'.*did you mean 'optim.lr'"):  # a key named by its last part
+        run_sweep(table, setup["workdir"], extra_overrides=["--config.lr=1"],
                   launcher_cmd=setup["launcher"], echo=False)
     with pytest.raises(ValueError, match="unknown point.*nope"):
         run_sweep(table, setup["workdir"], only="nope", launcher_cmd=setup["launcher"], echo=False)

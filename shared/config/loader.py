@@ -103,8 +103,11 @@ def flat_keys(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
 
 def unknown_key_message(config: ml_collections.ConfigDict, key: str) -> str:
     known = flat_keys(config)
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
+    # 'lr' for 'optim.lr': a key named by its last part is the likeliest slip, and closer than any spelling
+    leaf = key.rpartition(".")[2]
+    same_leaf = [k for k in known if k.rpartition(".")[2] == leaf and k != key][:3]
+    close = same_leaf or difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(repr(k) for k in close)}?" if close else ""
     parent = key.rpartition(".")[0]
     group = config
     for part in parent.split(".") if parent else ():

@@ -294,10 +294,22 @@ def _missing_part(config: Any, key: str) -> str:
                 return ""  # not a dict-like config: nothing to check against
             return f" ({'.'.join(key.split('.')[:depth])} is not a dict)"
         if part not in children:
-            close = difflib.get_close_matches(part, list(children), n=1)
-            return f"; did you mean {close[0]!r}?" if close else f"; known keys here: {sorted(children)}"
+            # 'lr' for 'optim.lr': the same last part deeper in the config beats a close spelling at this level
+            leaf = key.rpartition(".")[2]
+            close = [k for k in _dotted_keys(config) if k.rpartition(".")[2] == leaf][:3] or \
+                [".".join([*key.split(".")[:depth], c]) for c in difflib.get_close_matches(part, list(children), n=1)]
+            return (f"; did you mean {' or '.join(repr(k) for k in close)}?" if close
+                    else f"; known keys here: {sorted(children)}")
         node = node[part]
     return ""
+
+
+def _dotted_keys(node: Any, prefix: str = "") -> list[str]:
+    keys = []
+    for name in _children(node) or ():
+        keys.append(prefix + name)
+        keys.extend(_dotted_keys(node[name], prefix + name + "."))
+    return keys
 
 
 def _children(node: Any) -> list[str] | None:
