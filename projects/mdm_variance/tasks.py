@@ -190,9 +190,15 @@ def ensure_theta0(config, workdir: str, kind: str) -> str:
             raise ValueError(f"mdm_variance.theta0.run={run!r} holds a {stage_kind} theta0; this point needs {kind}")
         return run
     directory = theta0_dir(config, workdir, kind)
+    # Beside the workdir, not in it: sibling points of a table (same model, data and theta0 settings) share one
+    # theta0. Said on every launch, since it is the one thing this task writes outside --workdir.
     with file_lock(directory + ".lock"):
         if not os.path.exists(os.path.join(directory, "summary.json")):
+            print(f"[mdm_variance] training theta0 into {directory} (shared by runs beside {workdir}; "
+                  f"--config.mdm_variance.theta0.dir or .run to place it)", flush=True)
             train_theta0(config, directory, kind)
+        else:
+            print(f"[mdm_variance] theta0 from {directory}", flush=True)
         return directory
 
 
