@@ -10,6 +10,7 @@ import dataclasses
 import datetime
 import json
 import os
+import re
 import uuid
 import shlex
 import subprocess
@@ -17,7 +18,7 @@ import sys
 import socket
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from shared import fs
@@ -32,6 +33,14 @@ CONFIG_FILE = "config.json"
 LOG_FILE = "log.txt"
 LAUNCHES_FILE = "launches.jsonl"  # one line per launch of the point: when, where, which code, how it ended
 LOG_TAIL_LINES = 20
+# A point that runs out of GPU memory while sharing its GPU is requeued at most this often (then fails as any other).
+MAX_OOM_REQUEUES = 2
+# How XLA / the CUDA driver report a device allocation that failed ("RESOURCE_EXHAUSTED: Out of memory while trying
+# to allocate ...", "... on device ordinal 0", "CUDA_ERROR_OUT_OF_MEMORY: out of memory"); a host OOM kill (SIGKILL,
+# "Killed") or a Python MemoryError (host RAM) do not match: fewer points per GPU would not help them.
+GPU_OOM = re.compile(r"CUDA_ERROR_OUT_OF_MEMORY|RESOURCE_EXHAUSTED.*(out of memory|on device ordinal)",
+                     re.IGNORECASE)
+OOM_SCAN_BYTES = 256 * 1024  # how much of a failed launch's log end is searched for GPU_OOM
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -170,6 +179,8 @@ class _Running:
     slot: str | None
     start: float
     record: dict
+    log_offset: int = 0         # where this launch's output starts in log.txt (earlier launches append there too)
+    peers: int = 1              # the most points that ran on this GPU slot at once while this one ran
 
 
 def _tee(proc: subprocess.Popen, log_path: str, name: str, console: _Console) -> None:
@@ -192,6 +203,7 @@ def _start(index: int, point: Point, command: list[str], point_dir: str, slot: s
     if shares_gpu:  # several JAX processes on one GPU: each must not grab 75 % of its memory
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     log_path = os.path.join(point_dir, LOG_FILE)
+    log_offset = os.path.getsize(log_path) if os.path.exists(log_path) else 0
     with open(log_path, "ab") as log:
         stamp = datetime.datetime.now().isoformat(timespec="seconds")
         log.write(f"=== {stamp} {shlex.join(command)}\n".encode())
@@ -204,7 +216,7 @@ def _start(index: int, point: Point, command: list[str], point_dir: str, slot: s
     record = {**launch, "started": report.iso_time(time.time()), "command": command,
               "cuda_visible_devices": slot}
     _append_launch(point_dir, {**record, "event": "start"})
-    return _Running(index, point, proc, reader, slot, time.time(), record)
+    return _Running(index, point, proc, reader, slot, time.time(), record, log_offset)
 
 
 PR_SET_PDEATHSIG = 1
@@ -236,6 +248,23 @@ def _die_with_parent() -> Callable[[], None] | None:
 def _append_launch(point_dir: str, record: dict) -> None:
     with open(os.path.join(point_dir, LAUNCHES_FILE), "a", encoding="utf-8") as f:
         f.write(json.dumps(record, default=str) + "\n")
+
+
+def ran_out_of_gpu_memory(returncode: int | None, log_text: str) -> bool:
+    """A launch that exited with an error (not a signal: the host OOM killer's SIGKILL is one) after XLA or CUDA
+    reported a failed device allocation."""
+    return returncode is not None and 0 < returncode < 128 and GPU_OOM.search(log_text) is not None
+
+
+def _launch_log(r: _Running, point_dir: str) -> str:
+    """The end of this launch's own output (not an earlier launch's, which log.txt also holds)."""
+    r.reader.join(timeout=30)  # every line the point wrote is in the file
+    try:
+        with open(os.path.join(point_dir, LOG_FILE), "rb") as f:
+            f.seek(max(r.log_offset, f.seek(0, os.SEEK_END) - OOM_SCAN_BYTES))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _end_launch(r: "_Running", point_dir: str, status: str, reason: str = "") -> None:
@@ -381,6 +410,8 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                  f"{len(gpus)} GPU(s) visible, up to {len(slots)} at once")
 
     pending, free, running, launched, ended = deque(to_run), list(slots), [], [], 0
+    capacity = Counter(slots)  # points allowed at once per GPU slot: its entries in free + running
+    oom_requeues: Counter = Counter()  # point name -> times requeued after running out of GPU memory
     stage_names = {stage.name for stage in sweep.stages}
     try:
         with _forward_signals():
@@ -414,8 +445,31 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                     launch = {"launch_id": uuid.uuid4().hex[:12], **launch_context}
                     running.append(_start(index, point, command, point_dir, slot, shares_gpu, console, launch))
                     launched.append(point.name)
+                    together = [r for r in running if r.slot == slot]
+                    for r in together:
+                        r.peers = max(r.peers, len(together))
                 for r in [r for r in running if r.proc.poll() is not None]:
                     running.remove(r)
+                    name, point_dir = r.point.name, dirs[r.point.name]
+                    # A point that ran out of GPU memory beside others on its GPU may fit alone: run it again
+                    # (first) and let one point fewer share that GPU; alone, or after MAX_OOM_REQUEUES, it fails.
+                    if (shares_gpu and r.peers > 1 and oom_requeues[name] < MAX_OOM_REQUEUES
+                            and ran_out_of_gpu_memory(r.proc.returncode, _launch_log(r, point_dir))):
+                        oom_requeues[name] += 1
+                        before = capacity[r.slot]
+                        if before > 1:  # drop this slot entry instead of freeing it
+                            capacity[r.slot] -= 1
+                        else:
+                            free.append(r.slot)
+                        where = f"GPU {r.slot if r.slot is not None else ','.join(gpus)}"  # None: the one GPU
+                        console.info(f"point {r.index}/{total} {name} ran out of GPU memory with {r.peers} points on "
+                                     f"{where}: requeued ({oom_requeues[name]}/{MAX_OOM_REQUEUES}); at most "
+                                     f"{capacity[r.slot]} at once on that GPU from now")
+                        _end_launch(r, point_dir, "requeued",
+                                    f"out of GPU memory with {r.peers} points on {where}; at most {before} -> "
+                                    f"{capacity[r.slot]} at once there")
+                        pending.appendleft((r.index, r.point, r.record["command"], point_dir))
+                        continue
                     free.append(r.slot)
                     ended += 1
                     note = lambda d: report.progress_note(sweep, d, ended, len(to_run), time.time() - started_at)  # noqa
