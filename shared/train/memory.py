@@ -56,7 +56,7 @@ def device_free_bytes(device) -> int | None:
 
 
 def state_sizes(params: Any, opt_state: Any) -> dict:
-    """Bytes of the parameters and optimizer state: in all, and on the device holding the most. params: abstract
+    """Bytes of the parameters and optimizer state: in all, and on one device (shards are even). params: abstract
     arrays with shardings; opt_state: abstract arrays (params-shaped moments are sharded like their parameter, so
     they take the parameters' per-device share)."""
     params_total = sum(leaf_bytes(x) for x in jax.tree.leaves(params))
