@@ -422,3 +422,45 @@ def check():
 """
     result = run_python(code, file_mb=2, disk_mb=8, audit_hook=False)
     assert result.ok and result.value[1] == "OSError" and 4 <= result.value[0] <= 8, result
+
+
+FORK_AND_HOLD = """import os, time
+def check():
+    children = []
+    for _ in range({n}):
+        pid = os.fork()
+        if pid == 0:
+            block = bytearray({mb} << 20)
+            for i in range(0, len(block), 4096):
+                block[i] = 1  # touch every page: resident, not only reserved
+            time.sleep(1.5)
+            os._exit(0)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)
+    return len(children)
+"""
+
+
+def test_processes_together_are_held_to_memory_mb():
+    """RLIMIT_AS caps each process; 6 forked processes of 100 MiB each (600 MiB) under memory_mb=300 pass it one by
+    one, and the namespace's PID 1 ends the run on their sum. Two of them (200 MiB) run."""
+    crowd = run_python(FORK_AND_HOLD.format(n=6, mb=100), memory_mb=300, timeout_s=10.0, audit_hook=False)
+    assert crowd.status == "memory" and "together, over memory_mb (300 MiB)" in crowd.message, crowd
+    pair = run_python(FORK_AND_HOLD.format(n=2, mb=100), memory_mb=300, timeout_s=10.0, audit_hook=False)
+    assert pair.ok and pair.value == 2, pair
+
+
+def test_namespace_memory_reads_pss_and_falls_back_to_statm(tmp_path):
+    from shared.rewards import sandbox_child
+
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "smaps_rollup").write_text("Rss:  9000 kB\nPss:  3000 kB\nShared_Clean: 10 kB\n")
+    (tmp_path / "8").mkdir()
+    (tmp_path / "8" / "statm").write_text("5000 1200 200 1 0 900 0\n")  # resident 1200 pages, 200 file-backed
+    (tmp_path / "9").mkdir()  # the caller: never counted
+    (tmp_path / "9" / "statm").write_text("5000 99999 0 1 0 900 0\n")
+    (tmp_path / "self").mkdir()
+    page = os.sysconf("SC_PAGE_SIZE")
+    assert sandbox_child.namespace_memory(str(tmp_path), me=9) == 3000 * 1024 + 1000 * page
+    assert sandbox_child.namespace_memory(str(tmp_path / "absent"), me=9) is None

@@ -16,7 +16,9 @@ verifiable gates of OpenRS (spec ../shared/papers/openrs.md 1.2 steps 1-2) built
                      (the host user is `nobody` when the trainer runs as root)
           privileges none: every capability dropped, no_new_privs, a fresh session keyring
           limits     wall clock `timeout_s` for the whole batch (status "timeout"), RLIMIT_CPU, RLIMIT_AS =
-                     memory_mb (status "memory"), open files; the parent reads at most `output_kb` of output and
+                     memory_mb for each process and the same memory_mb for all of them together (their PSS, summed
+                     by the namespace's PID 1 every 50 ms; status "memory"), open files; the parent reads at most
+                     `output_kb` of output and
                      `result_mb` of result, and discards the rest
           result     a pipe only the namespace's supervisor holds (not the code), prefixed by a per-run secret and
                      checked field by field by the supervisor and again by the parent: a malformed or forged result

@@ -324,9 +324,13 @@ def relay(job, worker_source):
     got = relay_pipes({"stdin": (proc.stdin, worker_job), "stdout": proc.stdout, "stderr": proc.stderr,
                        "result": os.fdopen(result_r, "rb", buffering=0)},
                       {"stdout": limits["output_bytes"], "stderr": limits["output_bytes"],
-                       "result": limits["result_bytes"]}, deadline, worker=proc.pid)
+                       "result": limits["result_bytes"]}, deadline, worker=proc.pid,
+                      memory_cap=limits.get("memory"))
     timed_out, worker_status = got["timed_out"], got["worker_status"]
     _kill_namespace()
+    if got.get("memory_seen"):
+        return {"status": "memory", "message": f"the code's processes held {got['memory_seen'] >> 20} MiB "
+                f"together, over memory_mb ({limits['memory'] >> 20} MiB)"}
     answer = parse_worker_result(got["result"], got["overflow"].get("result", False), len(job["calls"]))
     stderr = got["stderr"].decode("utf-8", "replace")
     if timed_out:
@@ -339,9 +343,11 @@ def relay(job, worker_source):
     return answer
 
 
-def relay_pipes(streams, caps, deadline, worker=None):
+def relay_pipes(streams, caps, deadline, worker=None, memory_cap=None):
     """Feeds stdin, reads the other streams until all end (or the deadline), keeping the last cap bytes of
-    stdout / stderr and the first cap bytes of the result. worker: a pid reaped on the way (PID 1 reaps all)."""
+    stdout / stderr and the first cap bytes of the result. worker: a pid reaped on the way (PID 1 reaps all).
+    memory_cap: bytes all other processes of this PID namespace may hold together (namespace_memory, every
+    MEMORY_POLL_S); above it the relay stops and says how much it saw ("memory_seen")."""
 
     sel = selectors.DefaultSelector()
     kept, seen, overflow = {}, {}, {}
@@ -353,12 +359,18 @@ def relay_pipes(streams, caps, deadline, worker=None):
         if streams.get(name) is not None:
             kept[name], seen[name] = bytearray(), 0
             sel.register(streams[name], selectors.EVENT_READ, name)
-    worker_status, timed_out = None, False
+    worker_status, timed_out, memory_seen, next_poll = None, False, 0, 0.0
     while sel.get_map():
         left = deadline - time.monotonic()
         if left <= 0:
             timed_out = True
             break
+        if memory_cap and time.monotonic() >= next_poll:
+            next_poll = time.monotonic() + MEMORY_POLL_S
+            held = namespace_memory()
+            if held is not None and held > memory_cap:
+                memory_seen = held
+                break
         for key, _ in sel.select(min(left, 0.05)):
             name = key.data
             if name == "stdin":
@@ -416,7 +428,38 @@ def relay_pipes(streams, caps, deadline, worker=None):
         worker_status = _reap(worker, worker_status)
     return {"stdout": bytes(kept.get("stdout", b"")), "stderr": bytes(kept.get("stderr", b"")),
             "result": bytes(kept.get("result", b"")), "seen": seen, "overflow": overflow,
-            "timed_out": timed_out, "worker_status": worker_status}
+            "timed_out": timed_out, "worker_status": worker_status, "memory_seen": memory_seen}
+
+
+# RLIMIT_AS bounds each process, not their sum: code that forks 16 processes could hold 16 x memory_mb. No cgroup
+# is ours to set in an unprivileged container, so S, PID 1 of the namespace, sums what every other process holds
+# (proportional set size: pages shared after a fork counted once) and ends the run above memory_mb.
+MEMORY_POLL_S = 0.05
+
+
+def namespace_memory(proc="/proc", me=None):
+    """Bytes held by every process of this PID namespace but the caller (PSS from smaps_rollup, else resident minus
+    file-backed pages from statm), or None where no /proc of the namespace is mounted."""
+    me = os.getpid() if me is None else me
+    try:
+        pids = [int(p) for p in os.listdir(proc) if p.isdigit() and int(p) != me]
+    except OSError:
+        return None
+    total, page = 0, os.sysconf("SC_PAGE_SIZE")
+    for pid in pids:
+        try:
+            with open(f"{proc}/{pid}/smaps_rollup", "rb") as f:
+                total += next(int(line.split()[1]) * 1024 for line in f if line.startswith(b"Pss:"))
+            continue
+        except (OSError, StopIteration, ValueError, IndexError):
+            pass
+        try:  # no smaps_rollup (old kernel, or not readable): resident pages that are not file-backed
+            with open(f"{proc}/{pid}/statm", "rb") as f:
+                fields = f.read().split()
+            total += max(0, int(fields[1]) - int(fields[2])) * page
+        except (OSError, ValueError, IndexError):
+            continue  # the process ended between listdir and open
+    return total
 
 
 def _reap(worker, worker_status):
