@@ -93,3 +93,23 @@ def test_launch_of_a_config_too_big_for_this_machine_is_one_line_and_leaves_no_w
     assert "Traceback" not in result.stderr + result.stdout
     assert "the training state does not fit: 41.34B parameters" in result.stderr + result.stdout
     assert not os.path.exists(tmp_path / "run")
+
+
+def test_a_step_out_of_device_memory_is_one_line_that_keeps_xla_s_words():
+    """What the launcher prints for XLA's RESOURCE_EXHAUSTED mid-run: the sizes XLA gave, the keys that shrink a
+    step, and XLA's own words, which shared.sweep reads to requeue a point that shared its GPU."""
+    from jax.errors import JaxRuntimeError
+
+    from shared.launch import device_oom_message
+    from shared.sweep.runner import ran_out_of_gpu_memory
+
+    error = JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.\n"
+                            "BufferAssignment OOM Debugging.\n" + "x" * 5000)
+    message = device_oom_message(error, "pretrain")
+    assert message.startswith("out of device memory: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+                              "17179869184 bytes.") and "\n" not in message and len(message) < 900
+    assert "--config.train.micro_batches" in message and "rl.micro_batch_tokens" not in message
+    assert "--config.rl.micro_batch_tokens" in device_oom_message(error, "rl")
+    assert ran_out_of_gpu_memory(1, message)
+    assert device_oom_message(JaxRuntimeError("INVALID_ARGUMENT: shapes"), "rl") is None
+    assert device_oom_message(RuntimeError("RESOURCE_EXHAUSTED but not from XLA"), "rl") is None

@@ -44,6 +44,19 @@ class RunFailed(Exception):
     `error: <message>` on stderr and exit 1, no traceback."""
 
 
+def device_oom_message(error: BaseException, task: str = "") -> str | None:
+    """One line for XLA's RESOURCE_EXHAUSTED (a step that outgrew device memory after the state fit: the memory
+    preflight of shared.train.memory catches the state itself), or None for any other error. It keeps XLA's own
+    line, which says how much it tried to allocate (and which shared.sweep reads to requeue the point)."""
+    if type(error).__name__ not in ("JaxRuntimeError", "XlaRuntimeError") or "RESOURCE_EXHAUSTED" not in str(error):
+        return None
+    line = next(ln for ln in str(error).splitlines() if "RESOURCE_EXHAUSTED" in ln).strip()
+    keys = "" if task in ("pretrain", "sft") else "--config.rl.micro_batch_tokens, --config.rl.rollout_max_rows (RL), "
+    return (f"out of device memory: {line[:400]}. Shrink what a step holds: {keys}--config.train.batch_size or "
+            f"--config.train.micro_batches (gradient accumulation), --config.model.remat, or a mesh over more "
+            f"devices (--config.mesh.preset); on a shared GPU, fewer points at once (shared.sweep --parallel)")
+
+
 def _flag_values() -> flags.FlagValues:
     # A private FlagValues, not absl's global one: main() can run more than once in a process (tests, sweeps).
     fv = flags.FlagValues()
@@ -364,6 +377,11 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
             raise ConfigError(" ".join(str(e).split())) from None
         except RewardError as e:  # names the reward and the example
             raise RunFailed(" ".join(str(e).split())) from None
+        except RuntimeError as e:  # an accelerator out of memory mid-run: one line with the keys that shrink it
+            message = device_oom_message(e, config.task)
+            if message is None:
+                raise
+            raise RunFailed(message) from None
         commit_pending(workdir, write=is_main)
         if metrics and is_main and not fs.exists(fs.join(workdir, "summary.json")):
             from shared.train import write_summary  # a task that returned its metrics without writing them
@@ -429,4 +447,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["RunFailed", "import_project", "list_registries", "main", "prepare_environment", "run"]
+__all__ = ["RunFailed", "device_oom_message", "import_project", "list_registries", "main", "prepare_environment", "run"]
