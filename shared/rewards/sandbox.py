@@ -17,7 +17,7 @@ verifiable gates of OpenRS (spec ../shared/papers/openrs.md 1.2 steps 1-2) built
           privileges none: every capability dropped, no_new_privs, a fresh session keyring
           limits     wall clock `timeout_s` for the whole batch (status "timeout"), RLIMIT_CPU, RLIMIT_AS =
                      memory_mb for each process and the same memory_mb for all of them together (their PSS, summed
-                     by the namespace's PID 1 every 50 ms; status "memory"), open files; the parent reads at most
+                     by the namespace's PID 1 every 50 ms where the namespace has its own /proc; status "memory"), open files; the parent reads at most
                      `output_kb` of output and
                      `result_mb` of result, and discards the rest
           result     a pipe only the namespace's supervisor holds (not the code), prefixed by a per-run secret and
