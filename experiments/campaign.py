@@ -144,11 +144,13 @@ ENTRIES = [
               "in 3 back-to-back 9-minute calls (~2,350 s a stage), then the lease ran out. Spread the 6 stages "
               "over 2-3 GPUs, and bundle them (--bundle_partial) in the last call of a session"),
     dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",
-         results="projects/dir_debias/results/small_scale_spec", parallel=12, est_gpu_min=60, est_wall_min=15,
-         state="ready",
-         note="BT warm start per seed (stage, 1k of 3k steps), arms continue: D1 bt/pearson/poe/DIR gamma "
-              "0.1-1 with a 100-step penalty warm-up + oracle x 5 seeds; D1-NL, D2 x 3 seeds. 69 points + 11 stages, "
-              "4M-param RMs, 3 a GPU on 4 H100s; estimate from the legacy manifest's 15-50 ms/step (docstring)"),
+         results="projects/dir_debias/results/small_scale_spec", parallel=12, est_gpu_min=30, est_wall_min=28,
+         measured=True, state="ready",
+         note="BT warm start per seed (stage), arms continue; 69 points + 11 stages, 4M-param RMs. One H200, 12 at "
+              "once, 2026-11-28: 78 of 80 in 3 back-to-back 9-minute calls (~28 min wall); hh_dir_g0.2_s2 and "
+              "hh_dir_g0.5_s2 not run and warm_hh_s2 lost with the machine, so D2 seed 2 (stage + 4 arms, ~5 "
+              "GPU-min) runs again whole. DIR at gamma 0.1-0.3 barely moves the D1 shortcut, gamma 1 collapses: "
+              "claims 2, 3, 5 not reproduced"),
     dict(name="siamesenorm_ablation_spec", config="experiments/siamesenorm/ablation.py:spec",
          results="projects/siamesenorm/results/ablation_spec", parallel=8, est_gpu_min=70, est_wall_min=17,
          state="ready",

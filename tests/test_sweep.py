@@ -444,7 +444,6 @@ def test_source_hash_names_the_commit_even_without_git(tmp_path):
 # only shrinks: a new manifest must verify.
 LEGACY_MANIFESTS = {
     "projects/clipo/results/tinygsm_sym_table/manifest.json",
-    "projects/dir_debias/results/small_scale/manifest.json",
     "projects/mdm_variance/results/accuracy/manifest.json",
     "projects/mdm_variance/results/variance/manifest.json",
     "projects/siamesenorm/results/ablation/manifest.json",

@@ -9,7 +9,7 @@ best-of-16 runs on D1 and D1-NL points.
 
 Variants: d1 (default), nl, hh and their CI versions smoke (= d1 smoke), nl_smoke, hh_smoke. The per-setting
 files (synpref_length.py, synpref_nonmonotone.py, hh_harmless.py) hold the configs and their own sweeps.
-Committed results: projects/dir_debias/results/small_scale/ (after the GPU run).
+Committed results: projects/dir_debias/results/small_scale_spec/ (the ":spec" table; the legacy default table was removed).
 
 ":spec" is the re-run at the spec's design (section 4.3; issue 20, campaign entry dir_debias_spec), one command:
 
@@ -29,13 +29,14 @@ Committed results: projects/dir_debias/results/small_scale/ (after the GPU run).
             data) from scratch for the whole 3,000 steps, with the same seed's initial parameters as the stage.
   seeds     5 on D1 (claims 2, 3, 5, 6), 3 on D1-NL and D2: D1 9 arms x 5 + D1-NL 4 x 3 + D2 4 x 3 = 69 points,
             11 stages. One seed per point (dir.seeds = [], i.e. config.seed); its summary keeps the per-seed keys.
-  cost      legacy manifest (results/small_scale/manifest.json, 4 H200 shared by 6 points): 500 steps took 7.4-25 s of
-            trainer time (15-50 ms a step at 128 x 64 tokens, 4.3M parameters) and a 3-seed point 67-119 s with its
+  cost      legacy manifest (results/small_scale/manifest.json, in git history at e455c89; 4 H200 shared by 6
+            points): 500 steps took 7.4-25 s of trainer time (15-50 ms a step at 128 x 64 tokens, 4.3M parameters) and a 3-seed point 67-119 s with its
             evaluation (probes, MI estimators, best-of-16 on 2,000 prompts). A D1 point here: 2,000 steps x ~30 ms
             = 60 s + evaluation ~15 s + start-up ~20 s ~ 1.6 min; stages 1,000 steps ~ 1 min; D2 (256 tokens x 64
             pairs) ~ the same. 69 points + 11 stages ~ 125 GPU-min at one point per GPU; these 4M models leave an
             H100 mostly idle, so --parallel=12 on 4 H100s (3 a GPU) ~ 15 min of wall time, ~60 GPU-min held.
-            Not measured: no GPU run of this variant yet.
+            Measured 2026-11-28: one H200 (16 CPUs), 12 at once, 78 of the 80 stages and points in ~28 min of wall
+            time (3 back-to-back 9-minute calls): ~30 GPU-min on one H200.
 ":spec_smoke" builds the same sweep at the smoke sizes (tests/test_experiments.py checks its points).
 """
 from experiments.dir_debias import hh_harmless, synpref_length, synpref_nonmonotone

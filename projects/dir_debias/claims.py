@@ -1,112 +1,112 @@
-"""The claims of the dir_debias ledger (spec section 4.5; 3 seeds per point), as data for
+"""The claims of the dir_debias ledger (spec section 4.5), as data for
 `python -m shared.stats.ledger --project dir_debias`, which writes the README's ledger table and
 results/ledger.json.
 
-The per-seed values are the `per_seed/<key>` lists of results/small_scale/manifest.json, copied unchanged by
-`python -m projects.dir_debias.per_seed projects/dir_debias/results/small_scale` into per_seed_{d1,nl,hh}.csv.
-Every point trains its seeds from scratch (no shared initialisation), so differences between points are Welch
-intervals; a difference within one point (aligned − anti accuracy, probe − majority) is paired by seed.
+Table: results/small_scale_spec (`experiments/dir_debias/small_scale.py:spec`), one sweep point per arm and seed.
+Every arm of a seed continues from that seed's BT warm start (stage warm_<setting>_s<k>), so differences between
+arms are paired by seed; D1 has 5 seeds, D1-NL and D2 3.
 
-The setup condition of every DIR-versus-BT claim: an RM that sits at chance on the balanced split (within 0.03 of
-0.5) has learnt nothing but the shortcut (BT) or has collapsed (DIR at large gamma), so no debiasing "at little
-cost" can show: those claims are inconclusive while it holds.
+Gammas: the spec's claim 2 takes the best gamma of {0.1, 1}; both are rows here (D1 also runs 0.2 / 0.3 / 0.5, shown
+in the README's table, not claimed). D1-NL and D2 run gamma 0.2 and 0.5 (gamma 1 collapsed the legacy RMs to
+chance), so claims 4 and 7 read those two. Claim 6's "too large gamma" is the largest gamma run, 1.
+
+Setup conditions: on D1 an RM within 0.03 of 0.5 balanced accuracy has learnt nothing but the shortcut (BT) or has
+collapsed (DIR), so the D1 DIR-versus-BT claims are inconclusive while it holds. On D2 the spec expects
+true-preference accuracy near chance for a from-scratch RM ("the measurable quantity is bias reliance"), so only the
+D2 claim about balanced accuracy itself carries that condition; the bias-reliance claims (gap, anti, Spearman,
+probe) do not.
 """
 from shared.stats.claims import Arm, Claim, Level
 
-R = "projects/dir_debias/results/small_scale"
-D1, NL, HH = "per_seed_d1.csv", "per_seed_nl.csv", "per_seed_hh.csv"
+R = "projects/dir_debias/results/small_scale_spec"
 ALIGNED, ANTI, BALANCED = "eval/aligned/accuracy", "eval/anti/accuracy", "eval/balanced/accuracy"
 GAP, SPEARMAN = "eval/bias_gap", "eval/balanced/spearman_dr_dv"
 PROBE, MAJORITY = "probe/linear_acc", "probe/majority"
 
 
-def point(name: str, value: str, abs: bool = False) -> Arm:
-    return Arm({"point": name}, value, name, abs=abs)
+def arm(name: str, value: str, abs: bool = False) -> Arm:
+    return Arm({"arm": name}, value, name, abs=abs)
 
 
 def balanced_at_chance(bt: str) -> tuple[Level, ...]:
     """The BT baseline's balanced accuracy at chance, and either arm's (DIR collapsed)."""
-    return (Level(0.5, 0.03, "chance", arm=point(bt, BALANCED)), Level(0.5, 0.03, "chance", column=BALANCED))
+    return (Level(0.5, 0.03, "chance", arm=arm(bt, BALANCED)), Level(0.5, 0.03, "chance", column=BALANCED))
 
 
-def welch(cid, text, table, a, b, direction, margin=0.0, levels=(), paper="criterion as stated", note=""):
-    return Claim(cid, text, results=R, table=table, a=a, b=b, direction=direction, margin=margin, paired=False,
-                 levels=levels, paper=paper, note=note)
-
-
-def within(cid, text, table, a, b, direction, margin=0.0, levels=(), paper="criterion as stated", note=""):
-    return Claim(cid, text, results=R, table=table, a=a, b=b, direction=direction, margin=margin, paired=True,
-                 levels=levels, paper=paper, note=note)
+def paired(cid, text, a, b, direction, margin=0.0, levels=(), paper="criterion as stated", note=""):
+    return Claim(cid, text, results=R, a=a, b=b, direction=direction, margin=margin, paired=True, levels=levels,
+                 paper=paper, note=note)
 
 
 D1_SETUP = balanced_at_chance("d1_bt")
-HH_SETUP = balanced_at_chance("hh_bt")
 CLAIMS = [
-    within("1", "BT learns the length shortcut on D1: bias gap (aligned − anti accuracy) ≥ 15 points", D1,
-           point("d1_bt", ALIGNED), point("d1_bt", ANTI), "greater", 0.15, paper="bias gap ≥ 15 points"),
+    paired("1", "BT learns the length shortcut on D1: bias gap (aligned − anti accuracy) ≥ 15 points",
+           arm("d1_bt", ALIGNED), arm("d1_bt", ANTI), "greater", 0.15, paper="bias gap ≥ 15 points"),
 ]
 for g in ("0.1", "1"):
     dir_ = f"d1_dir_g{g}"
     CLAIMS += [
-        welch(f"2 (gap, γ {g})", f"DIR γ {g} cuts the D1 bias gap by ≥ 50%: |gap| ≤ 0.5 × BT's", D1,
-              point(dir_, GAP, abs=True), 0.5 * point("d1_bt", GAP, abs=True), "less", levels=D1_SETUP),
-        welch(f"2 (anti, γ {g})", f"DIR γ {g} raises D1 anti-split accuracy by ≥ 10 points over BT", D1,
-              point(dir_, ANTI), point("d1_bt", ANTI), "greater", 0.10, levels=D1_SETUP),
-        welch(f"2 (balanced, γ {g})", f"DIR γ {g}'s D1 balanced accuracy no more than 1 point below BT's", D1,
-              point(dir_, BALANCED), point("d1_bt", BALANCED), "greater", -0.01, levels=D1_SETUP),
-        welch(f"2 (aligned, γ {g})", f"DIR γ {g}'s D1 aligned accuracy no more than 3 points below BT's", D1,
-              point(dir_, ALIGNED), point("d1_bt", ALIGNED), "greater", -0.03, levels=D1_SETUP),
+        paired(f"2 (gap, γ {g})", f"DIR γ {g} cuts the D1 bias gap by ≥ 50%: |gap| ≤ 0.5 × BT's",
+               arm(dir_, GAP, abs=True), 0.5 * arm("d1_bt", GAP, abs=True), "less", levels=D1_SETUP),
+        paired(f"2 (anti, γ {g})", f"DIR γ {g} raises D1 anti-split accuracy by ≥ 10 points over BT",
+               arm(dir_, ANTI), arm("d1_bt", ANTI), "greater", 0.10, levels=D1_SETUP),
+        paired(f"2 (balanced, γ {g})", f"DIR γ {g}'s D1 balanced accuracy no more than 1 point below BT's",
+               arm(dir_, BALANCED), arm("d1_bt", BALANCED), "greater", -0.01, levels=D1_SETUP),
+        paired(f"2 (aligned, γ {g})", f"DIR γ {g}'s D1 aligned accuracy no more than 3 points below BT's",
+               arm(dir_, ALIGNED), arm("d1_bt", ALIGNED), "greater", -0.03, levels=D1_SETUP),
     ]
 for g in ("0.1", "1"):
     dir_ = f"d1_dir_g{g}"
     CLAIMS += [
-        welch(f"3 (Spearman, γ {g})", f"DIR γ {g} cuts |Spearman(Δr, Δlen)| by ≥ 50% of BT's on D1", D1,
-              point(dir_, SPEARMAN, abs=True), 0.5 * point("d1_bt", SPEARMAN, abs=True), "less",
-              levels=D1_SETUP),
-        within(f"3 (probe, γ {g})", f"A probe reads the attribute from DIR γ {g}'s z within 5 points of the "
-               "majority rate (D1)", D1, point(dir_, PROBE), point(dir_, MAJORITY), "less", 0.05,
-               levels=D1_SETUP),
+        paired(f"3 (Spearman, γ {g})", f"DIR γ {g} cuts |Spearman(Δr, Δlen)| by ≥ 50% of BT's on D1",
+               arm(dir_, SPEARMAN, abs=True), 0.5 * arm("d1_bt", SPEARMAN, abs=True), "less", levels=D1_SETUP),
+        paired(f"3 (probe, γ {g})", f"A probe reads the attribute from DIR γ {g}'s z within 5 points of the "
+               "majority rate (D1)", arm(dir_, PROBE), arm(dir_, MAJORITY), "less", 0.05, levels=D1_SETUP),
     ]
 CLAIMS += [
-    within("3 (probe, BT)", "A probe reads the attribute from BT's z ≥ 15 points above the majority rate (D1)", D1,
-           point("d1_bt", PROBE), point("d1_bt", MAJORITY), "greater", 0.15),
-    welch("4", "D1-NL: DIR's anti-split accuracy ≥ 5 points above the Pearson penalty's", NL,
-          point("nl_dir_g1", ANTI), point("nl_pearson", ANTI), "greater", 0.05,
-          levels=(Level(0.5, 0.03, "chance"),), paper="≥ 5 points",
-          note="DIR beats the Pearson penalty only because the Pearson RM sits below chance"),
+    paired("3 (probe, BT)", "A probe reads the attribute from BT's z ≥ 15 points above the majority rate (D1)",
+           arm("d1_bt", PROBE), arm("d1_bt", MAJORITY), "greater", 0.15),
 ]
+for g in ("0.2", "0.5"):
+    CLAIMS.append(paired(f"4 (γ {g})", f"D1-NL: DIR γ {g}'s anti-split accuracy ≥ 5 points above the Pearson "
+                         "penalty's", arm(f"nl_dir_g{g}", ANTI), arm("nl_pearson", ANTI), "greater", 0.05,
+                         levels=(Level(0.5, 0.03, "chance", column=BALANCED),), paper="≥ 5 points"))
 for g in ("0.1", "1"):
     dir_ = f"d1_dir_g{g}"
     CLAIMS += [
-        welch(f"5 (quality, γ {g})", f"Best-of-16 with DIR γ {g} picks higher oracle quality than with BT", D1,
-              point(dir_, "bon/quality"), point("d1_bt", "bon/quality"), "greater",
-              levels=D1_SETUP + (Level(1.2303, 0.1, "chance"),), paper="higher quality",
-              note="chance here is the quality of a random pick (`bon/quality_random`)"),
-        welch(f"5 (filler, γ {g})", f"Best-of-16 with DIR γ {g} picks fewer filler tokens than with BT", D1,
-              point(dir_, "bon/filler"), point("d1_bt", "bon/filler"), "less", levels=D1_SETUP,
-              paper="fewer fillers"),
+        paired(f"5 (quality, γ {g})", f"Best-of-16 with DIR γ {g} picks higher oracle quality than with BT",
+               arm(dir_, "bon/quality"), arm("d1_bt", "bon/quality"), "greater",
+               levels=D1_SETUP + (Level(1.2303, 0.1, "chance"),), paper="higher quality",
+               note="chance here is the quality of a random pick (`bon/quality_random`)"),
+        paired(f"5 (filler, γ {g})", f"Best-of-16 with DIR γ {g} picks fewer filler tokens than with BT",
+               arm(dir_, "bon/filler"), arm("d1_bt", "bon/filler"), "less", levels=D1_SETUP,
+               paper="fewer fillers"),
     ]
 CLAIMS += [
-    welch("6", "γ trade-off: too large γ (10) lowers D1 balanced accuracy below BT's", D1,
-          point("d1_dir_g10", BALANCED), point("d1_bt", BALANCED), "less", levels=D1_SETUP,
-          paper="monotone trade-off"),
-    within("7 (1)", "D2 (HH harmless + injected closers): BT learns the closer shortcut (bias gap > 0)", HH,
-           point("hh_bt", ALIGNED), point("hh_bt", ANTI), "greater", paper="same direction as 1, smaller"),
-    welch("7 (2, gap)", "D2: DIR γ 1 lowers |bias gap| below BT's", HH, point("hh_dir_g1", GAP, abs=True),
-          point("hh_bt", GAP, abs=True), "less", levels=HH_SETUP, paper="same direction as 2, smaller"),
-    welch("7 (2, anti)", "D2: DIR γ 1 raises anti-split accuracy over BT", HH, point("hh_dir_g1", ANTI),
-          point("hh_bt", ANTI), "greater", levels=HH_SETUP, paper="same direction as 2, smaller"),
-    welch("7 (2, balanced)", "D2: DIR γ 1's balanced accuracy no more than 1 point below BT's", HH,
-          point("hh_dir_g1", BALANCED), point("hh_bt", BALANCED), "greater", -0.01, levels=HH_SETUP,
-          paper="as 2"),
-    welch("7 (2, aligned)", "D2: DIR γ 1's aligned accuracy no more than 3 points below BT's", HH,
-          point("hh_dir_g1", ALIGNED), point("hh_bt", ALIGNED), "greater", -0.03, levels=HH_SETUP, paper="as 2"),
-    welch("7 (3, Spearman)", "D2: DIR γ 1 lowers |Spearman(Δr, Δlen)| below BT's", HH,
-          point("hh_dir_g1", SPEARMAN, abs=True), point("hh_bt", SPEARMAN, abs=True), "less", levels=HH_SETUP,
-          paper="same direction as 3, smaller"),
-    within("7 (3, probe)", "D2: a probe reads the attribute from DIR γ 1's z within 5 points of the majority rate",
-           HH, point("hh_dir_g1", PROBE), point("hh_dir_g1", MAJORITY), "less", 0.05, levels=HH_SETUP,
-           paper="as 3"),
+    paired("6", "γ trade-off: too large γ (1, the largest run) lowers D1 balanced accuracy below BT's",
+           arm("d1_dir_g1", BALANCED), arm("d1_bt", BALANCED), "less",
+           levels=(Level(0.5, 0.03, "chance", arm=arm("d1_bt", BALANCED)),), paper="monotone trade-off",
+           note="the large-γ arm at chance is the trade-off itself, so only BT's level is a setup condition"),
+    paired("7 (1)", "D2 (HH harmless + injected closers): BT learns the closer shortcut (bias gap > 0)",
+           arm("hh_bt", ALIGNED), arm("hh_bt", ANTI), "greater", paper="same direction as 1, smaller"),
+]
+for g in ("0.2", "0.5"):
+    dir_ = f"hh_dir_g{g}"
+    CLAIMS += [
+        paired(f"7 (2, gap, γ {g})", f"D2: DIR γ {g} lowers |bias gap| below BT's", arm(dir_, GAP, abs=True),
+               arm("hh_bt", GAP, abs=True), "less", paper="same direction as 2, smaller"),
+        paired(f"7 (2, anti, γ {g})", f"D2: DIR γ {g} raises anti-split accuracy over BT", arm(dir_, ANTI),
+               arm("hh_bt", ANTI), "greater", paper="same direction as 2, smaller"),
+        paired(f"7 (2, balanced, γ {g})", f"D2: DIR γ {g}'s balanced accuracy no more than 1 point below BT's",
+               arm(dir_, BALANCED), arm("hh_bt", BALANCED), "greater", -0.01,
+               levels=balanced_at_chance("hh_bt"), paper="as 2"),
+        paired(f"7 (3, Spearman, γ {g})", f"D2: DIR γ {g} lowers |Spearman(Δr, Δlen)| below BT's",
+               arm(dir_, SPEARMAN, abs=True), arm("hh_bt", SPEARMAN, abs=True), "less",
+               paper="same direction as 3, smaller"),
+        paired(f"7 (3, probe, γ {g})", f"D2: a probe reads the attribute from DIR γ {g}'s z within 5 points of "
+               "the majority rate", arm(dir_, PROBE), arm(dir_, MAJORITY), "less", 0.05, paper="as 3"),
+    ]
+CLAIMS += [
     Claim("8", "Paper setting: Llama-3.1-8B RM on Skywork-80K, RM-Bench / RewardBench",
           paper="not retrieved (spec section 3)", not_run="no weights or data offline"),
 ]
