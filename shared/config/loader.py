@@ -101,12 +101,16 @@ def flat_keys(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
     return keys
 
 
-def unknown_key_message(config: ml_collections.ConfigDict, key: str) -> str:
-    known = flat_keys(config)
+def suggest_keys(known: list[str], key: str) -> list[str]:
+    """The dotted keys a user most likely meant by the unknown `key` (also used by shared.sweep's override check)."""
     # 'lr' for 'optim.lr': a key named by its last part is the likeliest slip, and closer than any spelling
     leaf = key.rpartition(".")[2]
     same_leaf = [k for k in known if k.rpartition(".")[2] == leaf and k != key][:3]
-    close = same_leaf or difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return same_leaf or difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+
+
+def unknown_key_message(config: ml_collections.ConfigDict, key: str) -> str:
+    close = suggest_keys(flat_keys(config), key)
     hint = f" Did you mean {' or '.join(repr(k) for k in close)}?" if close else ""
     parent = key.rpartition(".")[0]
     group = config

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib.util
 import os
 import re
@@ -294,10 +293,9 @@ def _missing_part(config: Any, key: str) -> str:
                 return ""  # not a dict-like config: nothing to check against
             return f" ({'.'.join(key.split('.')[:depth])} is not a dict)"
         if part not in children:
-            # 'lr' for 'optim.lr': the same last part deeper in the config beats a close spelling at this level
-            leaf = key.rpartition(".")[2]
-            close = [k for k in _dotted_keys(config) if k.rpartition(".")[2] == leaf][:3] or \
-                [".".join([*key.split(".")[:depth], c]) for c in difflib.get_close_matches(part, list(children), n=1)]
+            from shared.config.loader import suggest_keys  # the launcher's own hint, for any dict-like config
+
+            close = suggest_keys(_dotted_keys(config), key)
             return (f"; did you mean {' or '.join(repr(k) for k in close)}?" if close
                     else f"; known keys here: {sorted(children)}")
         node = node[part]

@@ -111,8 +111,7 @@ class Trainer:
         with sh.use_mesh(self.mesh, self.rules):
             self.graphdef, params_state = create_sharded(config.model, self.mesh, config.seed, self.rules,
                                                          check=self._check_state_fits)
-            params = params_state.to_pure_dict()
-            self.optimizer, self.schedule = make_optimizer(config.optim, config.train.steps, params)
+            params = params_state.to_pure_dict()  # self.optimizer / self.schedule: made by the preflight
             opt_state = self._init_opt_state(params)
         replicated = NamedSharding(self.mesh, PartitionSpec())
         # made by a jitted function, not device_put: with several processes the mesh is not all addressable here
@@ -164,10 +163,12 @@ class Trainer:
         return self._train_steps[micro_batches]
 
     def _check_state_fits(self, abstract_params) -> None:
-        """Stops before allocating when params + optimizer state exceed the devices' memory (shared.train.memory)."""
-        optimizer, _ = make_optimizer(self.config.optim, self.config.train.steps, abstract_params)
-        check_state_fits(abstract_params, jax.eval_shape(optimizer.init, abstract_params), self.mesh.devices.flat,
-                         self.config.optim.name, self.config.mesh.get("preset", "?"))
+        """Makes the optimizer from the abstract parameters (it needs only their tree and shapes), then stops
+        before anything is allocated when params + optimizer state exceed the devices' memory
+        (shared.train.memory)."""
+        self.optimizer, self.schedule = make_optimizer(self.config.optim, self.config.train.steps, abstract_params)
+        check_state_fits(abstract_params, jax.eval_shape(self.optimizer.init, abstract_params),
+                         self.mesh.devices.flat, self.config.optim.name, self.config.mesh.get("preset", "?"))
 
     def _init_opt_state(self, params):
         """optimizer.init with every params-shaped leaf (Adam's mu, nu, ...) sharded like its parameter: plain
