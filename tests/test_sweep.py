@@ -331,11 +331,13 @@ def test_command_line_parsing():
     assert args == {"config_path": "t.py:smoke", "workdir": "out", "parallel": 2, "only": "a,b", "dry_run": True,
                     "gpus_per_point": 1, "launcher_cmd": None, "time_budget_s": None,
                     "bundle": None, "from_bundle": None, "bundle_partial": False, "bundle_part_mb": None,
-                    "extra_overrides": ["--config.optim.lr=0.1", "--config.data.path=a b.txt"]}
+                    "from_results": None, "rerun": None, "extra_overrides": ["--config.optim.lr=0.1", "--config.data.path=a b.txt"]}
     args = parse_args(["--config=t.py", "--workdir=out", "--bundle=o.tar.gz", "--bundle_partial",
                        "--bundle_part_mb=15", "--from_bundle", "i.tar.gz"])
     assert (args["bundle"], args["bundle_partial"], args["bundle_part_mb"], args["from_bundle"]) == (
         "o.tar.gz", True, 15.0, "i.tar.gz")
+    args = parse_args(["--config=t.py", "--workdir=out", "--from_results=projects/p/results/t", "--rerun=warm_s2,x*"])
+    assert (args["from_results"], args["rerun"]) == ("projects/p/results/t", "warm_s2,x*")
     with pytest.raises(SystemExit, match="unknown argument '--paralel=2'"):
         parse_args(["--config=t.py", "--workdir=out", "--paralel=2"])
     with pytest.raises(SystemExit, match="--workdir is required"):

@@ -1,6 +1,7 @@
 """python -m shared.sweep --config=experiments/<p>/<table>.py[:arg] --workdir=DIR [--parallel=N]
     [--only=name1,name2] [--gpus_per_point=K] [--time_budget_s=S] [--dry_run] [--launcher="python fake.py"]
-    [--bundle=OUT.tar.gz [--bundle_partial] [--bundle_part_mb=M]] [--from_bundle=IN.tar.gz] [--config.a.b=value ...]
+    [--bundle=OUT.tar.gz [--bundle_partial] [--bundle_part_mb=M]] [--from_bundle=IN.tar.gz]
+    [--from_results=projects/<p>/results/<table>] [--rerun=name1,pattern*] [--config.a.b=value ...]
 
 `--config.a.b=value` overrides are passed to every point's launcher (they win over the table's values).
 --launcher replaces `python -m shared.launch` (tests, debugging).
@@ -11,6 +12,9 @@ checkpoints of finished stages that unfinished points still need; --bundle_parti
 points stopped mid-run; --bundle_part_mb splits it into OUT.part000, ... of at most M MiB). --from_bundle: unpack
 such a file (made on another machine, local or gs://) into --workdir first; finished points and stages are kept,
 never re-run. Together they carry a table across short machine leases (shared/sweep/bundle.py).
+--from_results: continue a committed table: the finished points of its manifest.json become finished points of
+--workdir, so only the points it lacks run. --rerun: remove these points' (or stages') earlier results first so they
+run again; a stage's points re-run with it (shared/sweep/restore.py).
 Exits 1 if any point failed (after writing the results of the others)."""
 from __future__ import annotations
 
@@ -24,10 +28,11 @@ def parse_args(argv: list[str]) -> dict:
     args = {"config_path": None, "workdir": None, "parallel": None, "only": None, "dry_run": False,
             "gpus_per_point": 1, "extra_overrides": [], "time_budget_s": None,
             "launcher_cmd": None, "bundle": None, "from_bundle": None, "bundle_partial": False,
-            "bundle_part_mb": None}
+            "bundle_part_mb": None, "from_results": None, "rerun": None}
     flags = {"--config": "config_path", "--workdir": "workdir", "--parallel": "parallel", "--only": "only",
              "--gpus_per_point": "gpus_per_point", "--launcher": "launcher_cmd", "--time_budget_s": "time_budget_s",
-             "--bundle": "bundle", "--from_bundle": "from_bundle", "--bundle_part_mb": "bundle_part_mb"}
+             "--bundle": "bundle", "--from_bundle": "from_bundle", "--bundle_part_mb": "bundle_part_mb",
+             "--from_results": "from_results", "--rerun": "rerun"}
     i = 0
     while i < len(argv):
         arg = argv[i]

@@ -454,7 +454,7 @@ def manifest(sweep: Sweep, workdir: str, rows: list[dict], outcomes: Mapping, *,
         stages[stage.name] = {
             "status": outcome.status if outcome else "not run", "overrides": stage.overrides, "arg": stage.arg,
             "config": _config_or_error(os.path.join(stage_dir, "config.json")),
-            "summary": _config_or_error(os.path.join(stage_dir, "summary.json")), "launches": launches[stage.name]}
+            "summary": _config_or_error(_stage_summary_path(stage_dir)), "launches": launches[stage.name]}
     ended_at = time.time()
     source = provenance.source_state()
     this = {"start_time": iso_time(started_at), "end_time": iso_time(ended_at), "wall_time_s": ended_at - started_at,
@@ -465,6 +465,13 @@ def manifest(sweep: Sweep, workdir: str, rows: list[dict], outcomes: Mapping, *,
             "source": source, "hardware": hardware(rows), "libraries": library_versions(),
             "start_time": iso_time(started_at), "end_time": iso_time(ended_at), "wall_time_s": ended_at - started_at,
             "points": points, "stages": stages, "leases": [*_earlier_leases(sweep, workdir), this]}
+
+
+def _stage_summary_path(stage_dir: str) -> str:
+    """summary.json, or the summary a stage restored from a committed table keeps (shared.sweep.restore)."""
+    path = os.path.join(stage_dir, "summary.json")
+    restored = os.path.join(stage_dir, "summary.restored.json")
+    return restored if not os.path.exists(path) and os.path.exists(restored) else path
 
 
 def _earlier_leases(sweep: Sweep, workdir: str) -> list[dict]:

@@ -22,7 +22,7 @@ from collections import Counter, deque
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from shared import fs
-from shared.sweep import bundle as bundle_mod, provenance, report
+from shared.sweep import bundle as bundle_mod, provenance, report, restore as restore_mod
 from shared.sweep.hardware import gpu_names, visible_gpus
 from shared.sweep.table import (Point, Sweep, check_override_keys, config_spec, format_override_value,
                                 load_sweep, parse_override_args, resolve_stage_refs)
@@ -332,7 +332,8 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
               *, dry_run: bool = False, gpus_per_point: int = 1, echo: bool = True,
               command_line: Sequence[str] | None = None, time_budget_s: float | None = None,
               bundle: str | None = None, from_bundle: str | None = None, bundle_partial: bool = False,
-              bundle_part_mb: float | None = None) -> SweepResult:
+              bundle_part_mb: float | None = None, from_results: str | None = None,
+              rerun: Iterable[str] | str | None = None) -> SweepResult:
     """Runs the unfinished points of `config_path`'s get_sweep() and writes results.csv/.md, the plot and
     manifest.json into `workdir`. `only` restricts which points run (the tables still list every point).
     `launcher_cmd` replaces `python -m shared.launch` (tests use a fake launcher). `time_budget_s`: after this
@@ -340,7 +341,9 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     them); the tables are written for the points that finished, the others are marked "not run".
     `from_bundle`: first unpack a bundle of this sweep made elsewhere into `workdir` (shared.sweep.bundle);
     `bundle`: at the end write the workdir's bundle there (`bundle_partial`: with the checkpoints of points stopped
-    mid-run; `bundle_part_mb`: in parts of at most that many MiB)."""
+    mid-run; `bundle_part_mb`: in parts of at most that many MiB). `from_results`: first make the finished points of
+    a committed results folder (its manifest.json) finished points of `workdir`; `rerun`: point or stage names
+    (patterns) whose earlier results are removed first, a stage's points with it (shared.sweep.restore)."""
     if fs.is_remote(workdir):
         raise ValueError(f"--workdir={workdir}: sweeps keep their tables, point logs and launch records on a local "
                          "disk; use a local --workdir (a single run's workdir may be gs://: python -m shared.launch)")
@@ -369,16 +372,35 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
             moved_from = index["workdir"]
         console.info(f"unpacked {from_bundle} (from {index.get('workdir')}): "
                      f"{len(index.get('checkpoints', []))} checkpoint(s) carried")
-    # the stages the selected points need run too, before them
+    again = restore_mod.rerun_names(sweep, rerun) if rerun else []  # checked before anything is written
+    restored: set[str] = set()  # points finished in the committed table, and stages whose records it keeps
+    if from_results:
+        if dry_run:
+            _, _, points, stages = restore_mod.plan(sweep, from_results, dirs, is_finished, again)
+        else:
+            points, stages = restore_mod.restore(sweep, from_results, workdir, dirs, is_finished, again)
+        restored = {*points, *stages}
+        console.info(f"{'would restore' if dry_run else 'restored'} {len(points)} finished point(s) and the records "
+                     f"of {len(stages)} stage(s) from {from_results}")
+    if again:
+        if not dry_run:
+            restore_mod.drop(again, dirs)
+        console.info(f"{'would re-run' if dry_run else 're-running'} {len(again)}: {', '.join(again)}")
+        selected = selected | {p.name for p in sweep.points if p.name in again}
+
+    def done(point) -> bool:
+        return point.name not in again and (is_finished(dirs[point.name]) or point.name in restored)
+
+    # the stages the selected points need run too, before them (a finished point needs none)
     wanted = set(selected)
     for point in reversed([*sweep.stages, *sweep.points]):
-        if point.name in wanted:
+        if point.name in wanted and not done(point):
             wanted.update(point.needs)
     to_run: list[tuple[int, Point, list[str], str]] = []
     everything = [*sweep.stages, *sweep.points]
     for index, point in enumerate(everything, start=1):
         point_dir = dirs[point.name]
-        if is_finished(point_dir):
+        if done(point):  # in a dry run a point named by --rerun is not removed, but it would be: it runs
             outcomes[point.name] = PointOutcome(point.name, "skipped")
         elif point.name not in wanted:
             outcomes[point.name] = PointOutcome(point.name, "not run")
