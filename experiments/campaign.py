@@ -86,9 +86,10 @@ ENTRIES = [
          state="ready",
          note="mini_recall with 10,000-step warm starts; stages checkpoint every 500 steps. Measured 2026-11-28 (one "
               "H200 of a 4-GPU host, 3 at once): 9,125 of 10,000 steps in 3 back-to-back 9-minute calls (~1,780 s a "
-              "stage), then the lease ran out and the stages were lost. Needs 4+ calls in one session, or bundle "
-              "the stages (--bundle_partial) in the last call. Check eval/halluc_rate_before in 0.3-0.5 (spec D.2) "
-              "first"),
+              "stage), then the lease ran out and the stages were lost. Run it a seed at a time, each seed (its "
+              "stage + 3 arms) within one lease: --only=sft_s0,march_s0,symmetric_s0, then on the next lease "
+              "--from_results=projects/march/results/mini_recall_long --only=sft_s1,march_s1,symmetric_s1 (one GPU "
+              "per seed). Check eval/halluc_rate_before in 0.3-0.5 (spec D.2) first"),
     dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
          results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
          state="ready", note="holistic vs rubric_pvr x 3 seeds (1 H200, 2026-11-28: 8 min in one 540 s call): "
@@ -141,8 +142,9 @@ ENTRIES = [
          results="projects/evpv_prm/results/jlearn_long", parallel=6, est_gpu_min=80, est_wall_min=40, state="ready",
          note="J-learn with 30k SFT steps (the committed judges underfit); stage checkpoints every 2,000 steps. "
               "Measured 2026-11-28 (one H200 of a 4-GPU host, 6 at once, 270k tok/s each): 20,700 of 30,000 steps "
-              "in 3 back-to-back 9-minute calls (~2,350 s a stage), then the lease ran out. Spread the 6 stages "
-              "over 2-3 GPUs, and bundle them (--bundle_partial) in the last call of a session"),
+              "in 3 back-to-back 9-minute calls (~2,350 s a stage), then the lease ran out. Run a seed at a time "
+              "(its two judges + eval, within one lease): --only=eval_s0, then on the next lease "
+              "--from_results=projects/evpv_prm/results/jlearn_long --only=eval_s1"),
     dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",
          results="projects/dir_debias/results/small_scale_spec", parallel=12, est_gpu_min=30, est_wall_min=28,
          measured=True, state="ready",
