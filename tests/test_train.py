@@ -177,9 +177,16 @@ def test_resume_after_sigkill_equals_uninterrupted(tmp_path):
     rc, out = launch(killed, "--config.train.kill_at_step=5", "--config.train.async_checkpoint=False")
     assert rc == -signal.SIGKILL, out
     assert not os.path.exists(os.path.join(killed, "summary.json"))
+    seconds_file = os.path.join(killed, "loop_seconds.json")
+    recorded = json.load(open(seconds_file))
+    assert set(recorded) == {"3"} and 0 < recorded["3"] < 600  # the loop's seconds at the step-3 checkpoint
+    # the resume continues the clock from the checkpoint it restores (a value no short run reaches by itself)
+    json.dump({"3": 1000.0}, open(seconds_file, "w"))
     rc, out = launch(killed)
     assert rc == 0, out
     assert "resumed from" in out
+    wall = json.load(open(os.path.join(killed, "summary.json")))["wall_time_s"]
+    assert 1000.0 < wall < 1600.0 and json.load(open(seconds_file))["6"] <= wall
     want, got = losses_of(straight), losses_of(killed)
     assert sorted(got) == sorted(want) == [1, 2, 3, 4, 5, 6]
     for s in want:

@@ -710,7 +710,7 @@ class RLLearner:
             started.update(hook.on_fit_start(self))
         if started:
             writer.write(self.start_step, started)
-        wall = time.time()
+        self.trainer.start_clock()  # wall_time_s: this run's loop over all its launches (shared.train.Trainer)
         progress.start()
         preempted = install_preemption_handler()
         try:
@@ -732,7 +732,7 @@ class RLLearner:
             writer.write(steps, ended)
         self.trainer.checkpointer.wait()
         writer.flush()
-        return {**before, **started, **last, **evals, **ended, "steps": steps, "wall_time_s": time.time() - wall,
+        return {**before, **started, **last, **evals, **ended, "steps": steps, "wall_time_s": self.trainer.elapsed_seconds(),
                 "device_kind": jax.devices()[0].device_kind, "num_devices": self.mesh.size}
 
     def _loop(self, steps: int, progress, preempted) -> tuple[dict, dict, int]:

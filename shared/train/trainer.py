@@ -128,9 +128,12 @@ class Trainer:
         self.restored_step = None  # the checkpoint step resumed from (None: fresh start); past damaged newer ones
         abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), self.state)
         restored = self.checkpointer.restore_latest(abstract, config=json.loads(self.config.to_json_best_effort()))
+        self.seconds_before = 0.0  # training-loop seconds of earlier launches up to the resumed step
+        self._loop_started = None
         if restored is not None:
             self.restored_step, self.state, self.data_state = restored
             self.start_step = int(self.state["step"])
+            self.seconds_before = self._loop_seconds().get(str(self.restored_step), 0.0)
             if loading:
                 print(f"[train] {loading} {workdir} (step {self.start_step})", flush=True)
             else:
@@ -216,9 +219,38 @@ class Trainer:
         saved = self.checkpointer.save(step, self.state, data_state=data_state,
                                        config=json.loads(self.config.to_json_best_effort()), force=force)
         if saved:
+            if self._loop_started is not None and self.is_main:
+                self._record_loop_seconds(step)
             for hook in self.hooks:
                 hook.on_save(self, step)
         return saved
+
+    # The summary's wall_time_s covers the training loop of every launch of this run, so a point resumed at its
+    # last checkpoint reports the time it took, not its final launch's seconds: each save records the seconds so
+    # far at its step in <workdir>/loop_seconds.json, and a resume starts from its step's entry.
+    LOOP_SECONDS_FILE = "loop_seconds.json"
+    KEEP_LOOP_SECONDS = 64  # entries (steps) kept: more than train.keep_checkpoints in any config here
+
+    def _loop_seconds(self) -> dict[str, float]:
+        path = fs.join(self.workdir, self.LOOP_SECONDS_FILE)
+        try:
+            entries = json.loads(fs.read_text(path)) if fs.exists(path) else {}
+        except (OSError, ValueError):
+            return {}  # a damaged record costs only the reported time, never the run
+        return {str(k): float(v) for k, v in entries.items()} if isinstance(entries, dict) else {}
+
+    def start_clock(self) -> None:
+        """The training loop starts now (fit, or a loop of its own such as shared.rl's learner)."""
+        self._loop_started = time.time()
+
+    def elapsed_seconds(self) -> float:
+        return self.seconds_before + (time.time() - self._loop_started if self._loop_started is not None else 0.0)
+
+    def _record_loop_seconds(self, step: int) -> None:
+        entries = self._loop_seconds()
+        entries[str(step)] = self.elapsed_seconds()
+        kept = dict(sorted(entries.items(), key=lambda kv: int(kv[0]))[-self.KEEP_LOOP_SECONDS:])
+        fs.write_text(fs.join(self.workdir, self.LOOP_SECONDS_FILE), json.dumps(kept))
 
     # ------------------------------------------------------------------ the loop
     def fit(self, train_iter: Iterator[dict], eval_batches: list[dict] | None = None) -> dict:
@@ -239,7 +271,7 @@ class Trainer:
         progress = ProgressBar(total, self.start_step, enabled=self.is_main and cfg.progress)
         progress.start()
         preempted = install_preemption_handler()
-        wall_start = time.time()
+        self.start_clock()
         window_start, window_steps = time.time(), 0
         step = self.start_step
         stop_reason = None
@@ -305,7 +337,7 @@ class Trainer:
                   "(re-run the same command to resume)", flush=True)
             sys.exit(preempted.exit_code)
         summary = {**self.last_train, **self.last_eval, "steps": step, "diverged": bool(stop_reason),
-                   "stop_reason": stop_reason or "", "wall_time_s": time.time() - wall_start,
+                   "stop_reason": stop_reason or "", "wall_time_s": self.elapsed_seconds(),
                    "device_kind": device_kind, "num_devices": self.mesh.size,
                    "params": int(sum(x.size for x in jax.tree.leaves(self.state["params"])))}
         return summary
