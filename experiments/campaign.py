@@ -147,13 +147,12 @@ ENTRIES = [
               "--from_results=projects/evpv_prm/results/jlearn_long --only=eval_s1"),
     dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",
          results="projects/dir_debias/results/small_scale_spec", parallel=12, est_gpu_min=30, est_wall_min=28,
-         measured=True, state="ready",
+         measured=True, state="ready", rerun="warm_hh_s2",  # drop rerun once seed 2's D2 arms are committed
          note="BT warm start per seed (stage), arms continue; 69 points + 11 stages, 4M-param RMs. One H200, 12 at "
               "once, 2026-11-28: 78 of 80 in 3 back-to-back 9-minute calls (~28 min wall); hh_dir_g0.2_s2 and "
               "hh_dir_g0.5_s2 not run and warm_hh_s2 lost with the machine, so D2 seed 2 (stage + 4 arms, ~5 "
-              "GPU-min) runs again whole: add --from_results=projects/dir_debias/results/small_scale_spec "
-              "--rerun=warm_hh_s2. DIR at gamma 0.1-0.3 barely moves the D1 shortcut, gamma 1 collapses: "
-              "claims 2, 3, 5 not reproduced"),
+              "GPU-min) runs again whole (the campaign adds --from_results and --rerun=warm_hh_s2). DIR at gamma "
+              "0.1-0.3 barely moves the D1 shortcut, gamma 1 collapses: claims 2, 3, 5 not reproduced"),
     dict(name="siamesenorm_ablation_spec", config="experiments/siamesenorm/ablation.py:spec",
          results="projects/siamesenorm/results/ablation_spec", parallel=8, est_gpu_min=70, est_wall_min=17,
          state="ready",

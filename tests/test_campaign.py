@@ -78,6 +78,12 @@ def test_a_table_a_lease_cut_short_is_partial_and_still_chosen(tmp_path):
     entries = [_entry("half", results="half"), _entry("b")]
     assert campaign.status(entries[0], str(tmp_path)).startswith("partial: 1 of 2 points (2026-11-28, commit abcdef0")
     assert not campaign.is_done(entries[0], str(tmp_path))
+    # on the next machine it goes on from the committed files: finished points restored, a lost seed run again
+    command = campaign.sweep_command({**entries[0], "rerun": "warm_s1"}, str(tmp_path / "w"), str(tmp_path / "b"),
+                                     540, None, root=str(tmp_path))
+    assert f"--from_results={tmp_path / 'half'}" in command and "--rerun=warm_s1" in command
+    assert not any(c.startswith("--from_results") for c in campaign.sweep_command(
+        entries[1], str(tmp_path / "w"), str(tmp_path / "b"), 540, None, root=str(tmp_path)))
     assert [e["name"] for e in campaign.choose(entries, None, 1, root=str(tmp_path))] == ["half"]
     assert "Pending: 2 table(s)" in campaign.render(entries, str(tmp_path))
 

@@ -10,8 +10,10 @@ carries the next ones across short machine leases.
 The campaign file defines `ENTRIES`: dicts with name, config ("experiments/<p>/<t>.py:variant"), results (the
 committed folder its ledger reads), parallel (points at once on the machine), est_gpu_min and est_wall_min (a
 probe's or a finished run's numbers, `measured` says which), state ("ready", or why it is not: "needs setup: ...")
-and note. An entry whose results folder holds a manifest.json in which every point finished is done (its commit and
-date are read from there); one whose manifest lists points that did not finish is partial, and still chosen to run.
+and note; optional: rerun (points or stages to run again, shared.sweep's --rerun). An entry whose results folder
+holds a manifest.json in which every point finished is done (its commit and date are read from there); one whose
+manifest lists points that did not finish is partial, and still chosen to run: it continues from those committed
+files (--from_results), so only its missing points run.
 
 Running: the chosen entries' sweeps start at once on this machine's GPUs, each on its own block of them (sized in
 proportion to the entries' `parallel`, at least one GPU each; with more tables than GPUs, tables share GPUs round
@@ -152,13 +154,21 @@ def choose(entries: list[dict], run: list[str] | None, next_count: int | None, r
 
 
 def sweep_command(entry: dict, work_root: str, bundle_dir: str, time_budget_s: float | None,
-                  part_mb: float | None, partial: bool = False) -> list[str]:
+                  part_mb: float | None, partial: bool = False, root: str = REPO_ROOT) -> list[str]:
+    """The entry's sweep: continued from its bundle where one exists, and from its committed results where a lease
+    cut it short (a partial table: its finished points are restored, shared.sweep.restore); `rerun` (optional entry
+    key) names points or stages to run again, e.g. a seed whose stage was lost with a machine."""
     bundle = os.path.join(bundle_dir, f"{entry['name']}.tar.gz")
     command = [sys.executable, "-m", "shared.sweep", f"--config={entry['config']}",
                f"--workdir={os.path.join(work_root, entry['name'])}", f"--parallel={entry['parallel']}",
                f"--bundle={bundle}", *(["--bundle_partial"] if partial else [])]
     if os.path.exists(bundle) or os.path.exists(bundle + ".part000"):
         command.append(f"--from_bundle={bundle}")
+    committed = os.path.join(root, entry["results"])
+    if os.path.exists(os.path.join(committed, "manifest.json")):
+        command.append(f"--from_results={committed}")
+    if entry.get("rerun"):
+        command.append(f"--rerun={entry['rerun']}")
     if time_budget_s:
         command.append(f"--time_budget_s={time_budget_s:g}")
     if part_mb:
