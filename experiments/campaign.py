@@ -83,13 +83,13 @@ ENTRIES = [
               "signal). 2 H200s, 2026-11-28: 10.5 min wall over 2 back-to-back calls"),
     dict(name="march_mini_recall_long", config="experiments/march/table.py:mini_recall_long",
          results="projects/march/results/mini_recall_long", parallel=6, est_gpu_min=50, est_wall_min=40,
-         state="ready",
+         state="ready", stages_at_once=1,
          note="mini_recall with 10,000-step warm starts; stages checkpoint every 500 steps. Measured 2026-11-28 (one "
               "H200 of a 4-GPU host, 3 at once): 9,125 of 10,000 steps in 3 back-to-back 9-minute calls (~1,780 s a "
-              "stage), then the lease ran out and the stages were lost. Run it a seed at a time, each seed (its "
-              "stage + 3 arms) within one lease: --only=sft_s0,march_s0,symmetric_s0, then on the next lease "
-              "--from_results=projects/march/results/mini_recall_long --only=sft_s1,march_s1,symmetric_s1 (one GPU "
-              "per seed). Check eval/halluc_rate_before in 0.3-0.5 (spec D.2) first"),
+              "stage), then the lease ran out and the stages were lost. Now a seed at a time (stages_at_once=1: "
+              "one warm start trains, its 3 arms run beside the next one), so a lease ends with whole seeds "
+              "committed and the next continues from them. Check eval/halluc_rate_before in 0.3-0.5 (spec D.2) "
+              "first"),
     dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
          results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
          state="ready", note="holistic vs rubric_pvr x 3 seeds (1 H200, 2026-11-28: 8 min in one 540 s call): "
@@ -140,11 +140,11 @@ ENTRIES = [
               "rubric biased on every criterion hacks (NOTE 0.97)"),
     dict(name="evpv_prm_jlearn_long", config="experiments/evpv_prm/jlearn.py:long",
          results="projects/evpv_prm/results/jlearn_long", parallel=6, est_gpu_min=80, est_wall_min=40, state="ready",
+         stages_at_once=2,
          note="J-learn with 30k SFT steps (the committed judges underfit); stage checkpoints every 2,000 steps. "
               "Measured 2026-11-28 (one H200 of a 4-GPU host, 6 at once, 270k tok/s each): 20,700 of 30,000 steps "
-              "in 3 back-to-back 9-minute calls (~2,350 s a stage), then the lease ran out. Run a seed at a time "
-              "(its two judges + eval, within one lease): --only=eval_s0, then on the next lease "
-              "--from_results=projects/evpv_prm/results/jlearn_long --only=eval_s1"),
+              "in 3 back-to-back 9-minute calls (~2,350 s a stage), then the lease ran out. Now a seed at a time "
+              "(stages_at_once=2: a seed's two judges, then its evaluation), whole seeds committed per lease"),
     dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",
          results="projects/dir_debias/results/small_scale_spec", parallel=12, est_gpu_min=30, est_wall_min=28,
          measured=True, state="ready", rerun="warm_hh_s2",  # drop rerun once seed 2's D2 arms are committed

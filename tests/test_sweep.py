@@ -331,7 +331,7 @@ def test_command_line_parsing():
     assert args == {"config_path": "t.py:smoke", "workdir": "out", "parallel": 2, "only": "a,b", "dry_run": True,
                     "gpus_per_point": 1, "launcher_cmd": None, "time_budget_s": None,
                     "bundle": None, "from_bundle": None, "bundle_partial": False, "bundle_part_mb": None,
-                    "from_results": None, "rerun": None, "extra_overrides": ["--config.optim.lr=0.1", "--config.data.path=a b.txt"]}
+                    "from_results": None, "rerun": None, "stages_at_once": None, "extra_overrides": ["--config.optim.lr=0.1", "--config.data.path=a b.txt"]}
     args = parse_args(["--config=t.py", "--workdir=out", "--bundle=o.tar.gz", "--bundle_partial",
                        "--bundle_part_mb=15", "--from_bundle", "i.tar.gz"])
     assert (args["bundle"], args["bundle_partial"], args["bundle_part_mb"], args["from_bundle"]) == (
@@ -504,6 +504,19 @@ def test_points_whose_stages_finished_start_before_the_next_stage(setup):
               launcher_cmd=setup["launcher"], echo=False)
     launched = [line.split()[0] for line in setup["launches"]()]
     assert launched == ["sft_s0", "lr0.1_s0", "lr0.2_s0", "sft_s1", "lr0.1_s1", "lr0.2_s1", "sft_s2"]
+
+
+def test_stages_at_once_trains_one_warm_start_at_a_time_beside_the_points(setup):
+    # three slots but one stage at a time: seed 1's stage waits for seed 0's, and seed 0's arms start beside it
+    table = setup["table"]() + ":with_stages"
+    run_sweep(table, setup["workdir"], parallel=3, stages_at_once=1, extra_overrides=["--config.train.steps=2"],
+              launcher_cmd=setup["launcher"], echo=False)
+    launched = [line.split()[0] for line in setup["launches"]()]
+    # (without the limit the three stages start first, together)
+    assert launched[0] == "sft_s0" and set(launched[1:4]) == {"lr0.1_s0", "lr0.2_s0", "sft_s1"}
+    assert "sft_s2" in launched[4:]
+    with pytest.raises(ValueError, match="stages_at_once=0"):
+        run_sweep(table, setup["workdir"], stages_at_once=0, launcher_cmd=setup["launcher"], echo=False)
 
 
 def test_a_workdir_holding_another_table_is_refused_before_anything_runs(setup):

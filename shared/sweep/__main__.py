@@ -1,7 +1,8 @@
 """python -m shared.sweep --config=experiments/<p>/<table>.py[:arg] --workdir=DIR [--parallel=N]
     [--only=name1,name2] [--gpus_per_point=K] [--time_budget_s=S] [--dry_run] [--launcher="python fake.py"]
     [--bundle=OUT.tar.gz [--bundle_partial] [--bundle_part_mb=M]] [--from_bundle=IN.tar.gz]
-    [--from_results=projects/<p>/results/<table>] [--rerun=name1,pattern*] [--config.a.b=value ...]
+    [--from_results=projects/<p>/results/<table>] [--rerun=name1,pattern*] [--stages_at_once=N]
+    [--config.a.b=value ...]
 
 `--config.a.b=value` overrides are passed to every point's launcher (they win over the table's values).
 --launcher replaces `python -m shared.launch` (tests, debugging).
@@ -14,7 +15,8 @@ such a file (made on another machine, local or gs://) into --workdir first; fini
 never re-run. Together they carry a table across short machine leases (shared/sweep/bundle.py).
 --from_results: continue a committed table: the finished points of its manifest.json become finished points of
 --workdir, so only the points it lacks run. --rerun: remove these points' (or stages') earlier results first so they
-run again; a stage's points re-run with it (shared/sweep/restore.py).
+run again; a stage's points re-run with it (shared/sweep/restore.py). --stages_at_once: train at most N stages
+(warm starts) at a time, so a lease too short for every stage still finishes whole seeds.
 Exits 1 if any point failed (after writing the results of the others)."""
 from __future__ import annotations
 
@@ -28,11 +30,12 @@ def parse_args(argv: list[str]) -> dict:
     args = {"config_path": None, "workdir": None, "parallel": None, "only": None, "dry_run": False,
             "gpus_per_point": 1, "extra_overrides": [], "time_budget_s": None,
             "launcher_cmd": None, "bundle": None, "from_bundle": None, "bundle_partial": False,
-            "bundle_part_mb": None, "from_results": None, "rerun": None}
+            "bundle_part_mb": None, "from_results": None, "rerun": None,
+            "stages_at_once": None}
     flags = {"--config": "config_path", "--workdir": "workdir", "--parallel": "parallel", "--only": "only",
              "--gpus_per_point": "gpus_per_point", "--launcher": "launcher_cmd", "--time_budget_s": "time_budget_s",
              "--bundle": "bundle", "--from_bundle": "from_bundle", "--bundle_part_mb": "bundle_part_mb",
-             "--from_results": "from_results", "--rerun": "rerun"}
+             "--from_results": "from_results", "--rerun": "rerun", "--stages_at_once": "stages_at_once"}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -62,7 +65,7 @@ def parse_args(argv: list[str]) -> dict:
     for required in ("config_path", "workdir"):
         if not args[required]:
             raise SystemExit(f"shared.sweep: --{required.replace('_path', '')} is required\n{USAGE}")
-    for integer in ("parallel", "gpus_per_point"):
+    for integer in ("parallel", "gpus_per_point", "stages_at_once"):
         if args[integer] is not None:
             try:
                 args[integer] = int(args[integer])

@@ -10,10 +10,10 @@ carries the next ones across short machine leases.
 The campaign file defines `ENTRIES`: dicts with name, config ("experiments/<p>/<t>.py:variant"), results (the
 committed folder its ledger reads), parallel (points at once on the machine), est_gpu_min and est_wall_min (a
 probe's or a finished run's numbers, `measured` says which), state ("ready", or why it is not: "needs setup: ...")
-and note; optional: rerun (points or stages to run again, shared.sweep's --rerun). An entry whose results folder
-holds a manifest.json in which every point finished is done (its commit and date are read from there); one whose
-manifest lists points that did not finish is partial, and still chosen to run: it continues from those committed
-files (--from_results), so only its missing points run.
+and note; optional: rerun (points or stages to run again) and stages_at_once (shared.sweep's flags). An entry
+whose results folder holds a manifest.json in which every point finished is done (its commit and date are read from
+there); one whose manifest lists points that did not finish is partial, and still chosen to run: it continues from
+those committed files (--from_results), so only its missing points run.
 
 Running: the chosen entries' sweeps start at once on this machine's GPUs, each on its own block of them (sized in
 proportion to the entries' `parallel`, at least one GPU each; with more tables than GPUs, tables share GPUs round
@@ -102,7 +102,7 @@ def render(entries: list[dict], root: str = REPO_ROOT) -> str:
              "| # | table | command | points at once | est. GPU-min | est. wall-min | status | note |",
              "|---|---|---|---|---|---|---|---|"]
     for i, e in enumerate(entries, 1):
-        command = f"`python -m shared.sweep --config={e['config']} --workdir=runs/{e['name']} --parallel={e['parallel']}`"
+        command = f"`{shown_command(e, root)}`"
         est = "measured" if e.get("measured") else "estimate"
         lines.append(f"| {i} | {e['name']} | {command} | {e['parallel']} | {e['est_gpu_min']} ({est}) | "
                      f"{e['est_wall_min']} | {status(e, root)} | {e.get('note', '')} |")
@@ -110,6 +110,20 @@ def render(entries: list[dict], root: str = REPO_ROOT) -> str:
     lines += ["", f"Pending: {len(pending)} table(s), about {sum(float(e['est_gpu_min']) for e in pending):.0f} "
                   f"GPU-minutes by the estimates above.", "", MARK_END]
     return "\n".join(lines) + "\n"
+
+
+def shown_command(entry: dict, root: str = REPO_ROOT) -> str:
+    """The entry's sweep as a researcher types it: the flags its entry sets, and --from_results for a partial table."""
+    parts = [f"python -m shared.sweep --config={entry['config']} --workdir=runs/{entry['name']}",
+             f"--parallel={entry['parallel']}"]
+    if entry.get("stages_at_once"):
+        parts.append(f"--stages_at_once={entry['stages_at_once']}")
+    partial = os.path.exists(os.path.join(root, entry["results"], "manifest.json")) and not is_done(entry, root)
+    if partial:
+        parts.append(f"--from_results={entry['results']}")
+    if partial and entry.get("rerun"):
+        parts.append(f"--rerun={entry['rerun']}")
+    return " ".join(parts)
 
 
 def summary(entries: list[dict], campaign_path: str = "CAMPAIGN", root: str = REPO_ROOT, show: int = 8) -> str:
@@ -169,6 +183,8 @@ def sweep_command(entry: dict, work_root: str, bundle_dir: str, time_budget_s: f
         command.append(f"--from_results={committed}")
     if entry.get("rerun"):
         command.append(f"--rerun={entry['rerun']}")
+    if entry.get("stages_at_once"):
+        command.append(f"--stages_at_once={entry['stages_at_once']}")
     if time_budget_s:
         command.append(f"--time_budget_s={time_budget_s:g}")
     if part_mb:

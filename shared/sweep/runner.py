@@ -333,7 +333,7 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
               command_line: Sequence[str] | None = None, time_budget_s: float | None = None,
               bundle: str | None = None, from_bundle: str | None = None, bundle_partial: bool = False,
               bundle_part_mb: float | None = None, from_results: str | None = None,
-              rerun: Iterable[str] | str | None = None) -> SweepResult:
+              rerun: Iterable[str] | str | None = None, stages_at_once: int | None = None) -> SweepResult:
     """Runs the unfinished points of `config_path`'s get_sweep() and writes results.csv/.md, the plot and
     manifest.json into `workdir`. `only` restricts which points run (the tables still list every point).
     `launcher_cmd` replaces `python -m shared.launch` (tests use a fake launcher). `time_budget_s`: after this
@@ -343,7 +343,11 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     `bundle`: at the end write the workdir's bundle there (`bundle_partial`: with the checkpoints of points stopped
     mid-run; `bundle_part_mb`: in parts of at most that many MiB). `from_results`: first make the finished points of
     a committed results folder (its manifest.json) finished points of `workdir`; `rerun`: point or stage names
-    (patterns) whose earlier results are removed first, a stage's points with it (shared.sweep.restore)."""
+    (patterns) whose earlier results are removed first, a stage's points with it (shared.sweep.restore).
+    `stages_at_once`: at most this many stages (warm starts) train at once, so that on a short lease the first
+    seeds finish whole (stage and arms) instead of every stage running out of time together."""
+    if stages_at_once is not None and stages_at_once < 1:
+        raise ValueError(f"--stages_at_once={stages_at_once}: must be at least 1")
     if fs.is_remote(workdir):
         raise ValueError(f"--workdir={workdir}: sweeps keep their tables, point logs and launch records on a local "
                          "disk; use a local --workdir (a single run's workdir may be gs://: python -m shared.launch)")
@@ -454,13 +458,16 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                     pending.remove(job)
                     outcomes[job[1].name] = PointOutcome(job[1].name, "not run",
                                                          reason=f"stage {_blocked_by(job[1], outcomes)} did not finish")
-                while free and (ready := [j for j in pending if _ready(j[1], outcomes)]):
+                stages_running = sum(r.point.name in stage_names for r in running)
+                while free and (ready := [j for j in pending if _ready(j[1], outcomes) and (
+                        stages_at_once is None or j[1].name not in stage_names or stages_running < stages_at_once)]):
                     # a point whose stages are done goes before a new stage: a table cut off by a time budget
                     # (a lease) then holds whole seeds, every arm from the same warm start, not every arm of
                     # some seeds with the last arm of none (a stage's params may not travel to the next lease)
                     job = min(ready, key=lambda j: j[1].name in stage_names)
                     index, point, command, point_dir = job
                     pending.remove(job)
+                    stages_running += point.name in stage_names
                     slot = free.pop(0)
                     where = f" on GPU {slot}" if slot is not None else ""
                     console.info(f"point {index}/{total} {point.name}: starting{where}")
