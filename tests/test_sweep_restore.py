@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from shared.sweep import run_sweep
+from shared.sweep import restore, run_sweep
 from test_sweep import setup  # noqa: F401  (the fixture: table file, fake launcher, launch marker)
 
 
@@ -78,7 +78,7 @@ def test_rerun_of_a_stage_reruns_every_point_of_that_seed_and_nothing_else(setup
     assert len(new["sft_s1"]["launches"]) == 1 and new["sft_s1"]["launches"] != old["sft_s1"]["launches"]
 
 
-def test_a_manifest_of_another_table_or_of_changed_points_is_refused(setup, tmp_path):  # noqa: F811
+def test_a_manifest_of_another_table_or_of_changed_points_is_refused(setup, tmp_path, monkeypatch):  # noqa: F811
     table = setup["table"]("bars")
     sweep(setup, table, setup["workdir"], only=["lr0.1_s0"])
     results = committed(setup["workdir"], str(tmp_path / "repo_results"))
@@ -90,5 +90,8 @@ def test_a_manifest_of_another_table_or_of_changed_points_is_refused(setup, tmp_
     json.dump(manifest, open(path, "w"))
     with pytest.raises(ValueError, match="point 'lr0.1_s0' ran with overrides"):
         sweep(setup, table, str(tmp_path / "w2"), from_results=results)
+    with monkeypatch.context() as patch, pytest.raises(ValueError, match="over the 0.0001 MiB a sweep manifest"):
+        patch.setattr(restore, "MAX_MANIFEST_MB", 1e-4)  # a results folder from someone else: limits first
+        sweep(setup, table, str(tmp_path / "w4"), from_results=results)
     with pytest.raises(ValueError, match="no manifest.json there"):
         sweep(setup, table, str(tmp_path / "w3"), from_results=str(tmp_path / "nowhere"))

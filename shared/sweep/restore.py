@@ -28,6 +28,7 @@ import shutil
 from typing import Iterable
 
 MANIFEST = "manifest.json"
+MAX_MANIFEST_MB = 64  # committed manifests are 0.1-1.5 MiB (2026-11-28); a larger file is not one, or not safe to read
 RESTORED_SUMMARY = "summary.restored.json"  # a restored stage's summary (shared.sweep.report reads it)
 
 
@@ -38,12 +39,16 @@ def _canonical(value) -> str:
 def read_manifest(results: str) -> tuple[str, dict]:
     """(path, manifest) of a results folder (or of the manifest.json itself), with a one-line error if unreadable."""
     path = results if results.endswith(".json") else os.path.join(results, MANIFEST)
+    if not os.path.isfile(path):
+        raise ValueError(f"--from_results={results}: no {MANIFEST} there (a folder that shared.sweep wrote, e.g. "
+                         "projects/<p>/results/<table>)")
+    size_mb = os.path.getsize(path) / 2**20
+    if size_mb > MAX_MANIFEST_MB:
+        raise ValueError(f"--from_results={results}: {path} is {size_mb:.0f} MiB, over the {MAX_MANIFEST_MB} MiB a "
+                         "sweep manifest can be")
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"--from_results={results}: no {MANIFEST} there (a folder that shared.sweep wrote, e.g. "
-                         "projects/<p>/results/<table>)") from None
     except (OSError, ValueError) as e:
         raise ValueError(f"--from_results={results}: {path} is unreadable ({e})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("points"), dict):
