@@ -5,6 +5,10 @@
 # links the data carried in .carry/data as ../shared/data, prints the source hash that names the code, and runs
 # shared.sweep.campaign with the given flags, its workdirs in runs/campaign (kept between calls on a warm machine,
 # so the same command resumes) and each table's results packed into $OUT (bundles too, up to 45 MiB in all).
+# Before the first call, on the development machine (both folders are git-ignored; name them in the call's carry):
+#   ../shared/tools/gpu_wheels.sh
+#   mkdir -p .carry/data/preferences/hh_rlhf && cp -r ../shared/data/{english_classics,gsm8k} .carry/data/ &&
+#   cp ../shared/data/preferences/hh_rlhf/harmless-base-test.jsonl.gz .carry/data/preferences/hh_rlhf/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .whl ] && ! python3 -c "import grain, ml_collections" 2>/dev/null && [ ! -d /tmp/site/grain ]; then
