@@ -90,6 +90,8 @@ def test_a_manifest_of_another_table_or_of_changed_points_is_refused(setup, tmp_
     json.dump(manifest, open(path, "w"))
     with pytest.raises(ValueError, match="point 'lr0.1_s0' ran with overrides"):
         sweep(setup, table, str(tmp_path / "w2"), from_results=results)
+    # as the message says: running that point again takes the rest of the table as committed
+    assert sweep(setup, table, str(tmp_path / "w2"), from_results=results, rerun="lr0.1_s0").ok
     with monkeypatch.context() as patch, pytest.raises(ValueError, match="over the 0.0001 MiB a sweep manifest"):
         patch.setattr(restore, "MAX_MANIFEST_MB", 1e-4)  # a results folder from someone else: limits first
         sweep(setup, table, str(tmp_path / "w4"), from_results=results)

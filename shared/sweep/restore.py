@@ -61,8 +61,9 @@ def plan(sweep, results: str, dirs: dict[str, str], is_finished, again: Iterable
     """(manifest path, manifest, points to restore, stages to restore), checked against the table.
 
     Points: those finished in the manifest and not here, minus `again` (--rerun). Stages: their records only
-    (config and launches, no summary, no params: they do not count as finished), for the stages that finished there
-    and that no point still to run starts from; the table's manifest then keeps their provenance."""
+    (config, launches, and the summary under another name; no params, so they do not count as finished), for the
+    stages that finished there and that no point still to run starts from; the table's manifest keeps their
+    provenance."""
     path, manifest = read_manifest(results)
     if (manifest.get("sweep"), manifest.get("config_arg")) != (sweep.name, sweep.config_arg):
         raise ValueError(f"--from_results={results}: {path} is the table {manifest.get('sweep')!r} (variant "
@@ -71,8 +72,8 @@ def plan(sweep, results: str, dirs: dict[str, str], is_finished, again: Iterable
     points = []
     for point in sweep.points:
         record = manifest["points"].get(point.name)
-        if not isinstance(record, dict) or record.get("status") != "finished":
-            continue
+        if point.name in again or not isinstance(record, dict) or record.get("status") != "finished":
+            continue  # (a point to run again is not checked against its old record)
         if not isinstance(record.get("summary"), dict) or not record["summary"]:
             raise ValueError(f"--from_results={results}: point {point.name!r} is 'finished' in {path} but has no "
                              "summary")
@@ -80,7 +81,7 @@ def plan(sweep, results: str, dirs: dict[str, str], is_finished, again: Iterable
             raise ValueError(f"--from_results={results}: point {point.name!r} ran with overrides "
                              f"{record.get('overrides')} but the table now gives it {dict(point.overrides)}: not the "
                              "same point (re-run it with --rerun, or use the table as it was)")
-        if point.name not in again and not is_finished(dirs[point.name]):
+        if not is_finished(dirs[point.name]):
             points.append(point.name)
     to_run = [p for p in sweep.points if p.name not in points and (p.name in again or not is_finished(dirs[p.name]))]
     needed = {stage for p in to_run for stage in p.needs}
