@@ -128,7 +128,9 @@ def test_sampled_logprobs_equal_token_logprobs(model, sampler):
         return logp.sum() + entropy.sum(), (logp, entropy)
 
     (_, (recomputed, entropy)), grads = jax.jit(jax.value_and_grad(objective, has_aux=True))(params)
-    np.testing.assert_allclose(recomputed, r.logprobs, atol=1e-5)
+    # float32 through two programs (the jitted gradient vs the decode step) that fuse their reductions in another
+    # order: they agree to ~3e-6 relative (a CI run saw 1.1e-5 absolute at -3.58)
+    np.testing.assert_allclose(recomputed, r.logprobs, rtol=1e-5, atol=1e-5)
     assert all(np.isfinite(g).all() for g in jax.tree.leaves(grads))
     assert sum(float(jnp.abs(g).sum()) for g in jax.tree.leaves(grads)) > 0
     # The untempered model, not the sampling distribution: a reference log_softmax on each unpadded row.
