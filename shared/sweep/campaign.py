@@ -112,18 +112,23 @@ def render(entries: list[dict], root: str = REPO_ROOT) -> str:
     return "\n".join(lines) + "\n"
 
 
+def continue_flags(entry: dict, root: str = REPO_ROOT, relative: bool = False) -> list[str]:
+    """The sweep flags an entry adds: its stages_at_once, and for a partial table --from_results (its committed
+    finished points are restored, shared.sweep.restore) with the entry's rerun. relative: the results folder as
+    the entry names it (for a reader), else under `root`."""
+    flags = [f"--stages_at_once={entry['stages_at_once']}"] if entry.get("stages_at_once") else []
+    committed = os.path.join(root, entry["results"])
+    if os.path.exists(os.path.join(committed, "manifest.json")) and not is_done(entry, root):
+        flags.append(f"--from_results={entry['results'] if relative else committed}")
+        if entry.get("rerun"):
+            flags.append(f"--rerun={entry['rerun']}")
+    return flags
+
+
 def shown_command(entry: dict, root: str = REPO_ROOT) -> str:
-    """The entry's sweep as a researcher types it: the flags its entry sets, and --from_results for a partial table."""
-    parts = [f"python -m shared.sweep --config={entry['config']} --workdir=runs/{entry['name']}",
-             f"--parallel={entry['parallel']}"]
-    if entry.get("stages_at_once"):
-        parts.append(f"--stages_at_once={entry['stages_at_once']}")
-    partial = os.path.exists(os.path.join(root, entry["results"], "manifest.json")) and not is_done(entry, root)
-    if partial:
-        parts.append(f"--from_results={entry['results']}")
-    if partial and entry.get("rerun"):
-        parts.append(f"--rerun={entry['rerun']}")
-    return " ".join(parts)
+    """The entry's sweep as a researcher types it."""
+    return " ".join([f"python -m shared.sweep --config={entry['config']} --workdir=runs/{entry['name']}",
+                     f"--parallel={entry['parallel']}", *continue_flags(entry, root, relative=True)])
 
 
 def summary(entries: list[dict], campaign_path: str = "CAMPAIGN", root: str = REPO_ROOT, show: int = 8) -> str:
@@ -178,13 +183,7 @@ def sweep_command(entry: dict, work_root: str, bundle_dir: str, time_budget_s: f
                f"--bundle={bundle}", *(["--bundle_partial"] if partial else [])]
     if os.path.exists(bundle) or os.path.exists(bundle + ".part000"):
         command.append(f"--from_bundle={bundle}")
-    committed = os.path.join(root, entry["results"])
-    if os.path.exists(os.path.join(committed, "manifest.json")):
-        command.append(f"--from_results={committed}")
-    if entry.get("rerun"):
-        command.append(f"--rerun={entry['rerun']}")
-    if entry.get("stages_at_once"):
-        command.append(f"--stages_at_once={entry['stages_at_once']}")
+    command += continue_flags(entry, root)
     if time_budget_s:
         command.append(f"--time_budget_s={time_budget_s:g}")
     if part_mb:

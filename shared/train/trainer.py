@@ -128,12 +128,13 @@ class Trainer:
         self.restored_step = None  # the checkpoint step resumed from (None: fresh start); past damaged newer ones
         abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), self.state)
         restored = self.checkpointer.restore_latest(abstract, config=json.loads(self.config.to_json_best_effort()))
+        self.loop_seconds = self._read_loop_seconds()  # {step: loop seconds so far} of this run's checkpoints
         self.seconds_before = 0.0  # training-loop seconds of earlier launches up to the resumed step
         self._loop_started = None
         if restored is not None:
             self.restored_step, self.state, self.data_state = restored
             self.start_step = int(self.state["step"])
-            self.seconds_before = self._loop_seconds().get(str(self.restored_step), 0.0)
+            self.seconds_before = self.loop_seconds.get(str(self.restored_step), 0.0)
             if loading:
                 print(f"[train] {loading} {workdir} (step {self.start_step})", flush=True)
             else:
@@ -231,7 +232,7 @@ class Trainer:
     LOOP_SECONDS_FILE = "loop_seconds.json"
     KEEP_LOOP_SECONDS = 64  # entries (steps) kept: more than train.keep_checkpoints in any config here
 
-    def _loop_seconds(self) -> dict[str, float]:
+    def _read_loop_seconds(self) -> dict[str, float]:
         path = fs.join(self.workdir, self.LOOP_SECONDS_FILE)
         try:
             entries = json.loads(fs.read_text(path)) if fs.exists(path) else {}
@@ -247,10 +248,9 @@ class Trainer:
         return self.seconds_before + (time.time() - self._loop_started if self._loop_started is not None else 0.0)
 
     def _record_loop_seconds(self, step: int) -> None:
-        entries = self._loop_seconds()
-        entries[str(step)] = self.elapsed_seconds()
-        kept = dict(sorted(entries.items(), key=lambda kv: int(kv[0]))[-self.KEEP_LOOP_SECONDS:])
-        fs.write_text(fs.join(self.workdir, self.LOOP_SECONDS_FILE), json.dumps(kept))
+        self.loop_seconds[str(step)] = self.elapsed_seconds()
+        self.loop_seconds = dict(sorted(self.loop_seconds.items(), key=lambda kv: int(kv[0]))[-self.KEEP_LOOP_SECONDS:])
+        fs.write_text(fs.join(self.workdir, self.LOOP_SECONDS_FILE), json.dumps(self.loop_seconds))
 
     # ------------------------------------------------------------------ the loop
     def fit(self, train_iter: Iterator[dict], eval_batches: list[dict] | None = None) -> dict:
