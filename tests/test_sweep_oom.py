@@ -13,8 +13,10 @@ from shared.sweep import run_sweep, runner
 OOM_LINE = ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Failed to allocate 16.00GiB: "
             "CUDA_ERROR_OUT_OF_MEMORY: out of memory")
 
-# A point's fate by its "mode": fits_alone runs out of GPU memory iff another point holds its GPU while it runs (each
-# point holds a file in FAKE_GPU_DIR/<CUDA_VISIBLE_DEVICES>/ while it runs), oom always does, error / host_oom /
+# A point's fate by its "mode" (each point holds a file in FAKE_GPU_DIR/<CUDA_VISIBLE_DEVICES>/ while it runs):
+# fits_alone, at its first launch, waits for a sibling on its GPU, and once both have seen each other (a <name>.saw
+# file each: no timing race on a loaded machine) runs out of GPU memory; at a later launch it holds the GPU `hold`
+# seconds and runs out of memory iff another point shows up there. oom always runs out of memory, error / host_oom /
 # killed fail otherwise, ok (after holding `hold` seconds) finishes.
 OOM_LAUNCHER = textwrap.dedent('''
     import json, os, signal, sys, time
@@ -27,14 +29,25 @@ OOM_LAUNCHER = textwrap.dedent('''
     os.makedirs(here, exist_ok=True)
     mine = os.path.join(here, name)
     open(mine, "w").close()
-    others = lambda: [n for n in os.listdir(here) if n != name]
+    others = lambda: [n for n in os.listdir(here) if n != name and not n.endswith(".saw")]
+    with open(os.environ["FAKE_LAUNCH_MARKER"]) as f:
+        first_launch = [line.strip() for line in f].count(name) == 1
     try:
-        if mode == "fits_alone":
+        if mode == "fits_alone" and first_launch:
+            deadline = time.time() + 60  # the sibling is launched at once; the bound only stops a broken runner
+            while time.time() < deadline and not others():
+                time.sleep(0.01)
+            seen = others()
+            open(os.path.join(here, name + ".saw"), "w").close()
+            while time.time() < deadline and not all(os.path.exists(os.path.join(here, n + ".saw")) for n in seen):
+                time.sleep(0.01)
+            print(OOM_LINE)
+            sys.exit(1)
+        elif mode == "fits_alone":
             deadline = time.time() + hold
             while time.time() < deadline and not others():
                 time.sleep(0.01)
             if others():
-                time.sleep(0.3)  # the memory is held a moment: the sibling sees this point too
                 print(OOM_LINE)
                 sys.exit(1)
         elif mode == "oom":
