@@ -20,6 +20,7 @@ LAYERS = (
     ("shared.rl", "shared.rm", "shared.diffusion"),      # post-training loops on the Trainer
     ("shared.agent",),                                   # multi-turn, multi-role rollouts with tools, on the RL loop
     ("shared.judges",),                                  # model-backed rewards and judges
+    ("shared.skills",),                                  # skill folders and their evolution, on judges' parsers
     ("shared.launch", "shared.sweep", "shared.builtin", "shared.aot"),  # entry points
 )
 LAYER = {package: level for level, packages in enumerate(LAYERS) for package in packages}
