@@ -146,7 +146,7 @@ def evolve_sequential(s0_text: str, lessons: Sequence[Lesson], *, batch_size: in
 
 
 def skill_folder(text: str) -> SkillFolder:
-    return SkillFolder.from_text(text or rules.seed_skill("creation", None))
+    return SkillFolder.from_text(text)
 
 
 class BankContext:

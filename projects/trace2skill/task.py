@@ -15,6 +15,7 @@ diag/<name> skill diagnostics (precision, recall, local_share, over_share, contr
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -80,13 +81,12 @@ def lessons_of(trajectories, by_id, rng, o) -> dict[str, list]:
             calls += used
             single += single_call_error_analyst(traj, task, rng, p_wrong=o.p_wrong, p_local=o.p_local,
                                                 p_over=o.p_over)
-    out = {"agentic": agentic, "single": single, "success": success}
-    for name in out:
-        out[name] = [out[name][i] for i in rng.permutation(len(out[name]))]
-    out["combined"] = [x for x in agentic + success]
-    out["combined"] = [out["combined"][i] for i in rng.permutation(len(out["combined"]))]
-    out["single_combined"] = [x for x in single + success]
-    out["single_combined"] = [out["single_combined"][i] for i in rng.permutation(len(out["single_combined"]))]
+    def shuffled(items):
+        return [items[i] for i in rng.permutation(len(items))]
+
+    out = {name: shuffled(items) for name, items in (("agentic", agentic), ("single", single), ("success", success))}
+    out["combined"] = shuffled(agentic + success)
+    out["single_combined"] = shuffled(single + success)
     out["calls"] = calls
     return out
 
@@ -119,9 +119,7 @@ def run(config, workdir: str) -> dict:
              "ood": make_tasks(int(o.n_ood), "tableqa", SPLIT_SEEDS["ood"], "test")}
     by_id = {t.task_id: t for t in tasks["evolve"]}
     profiles = {name: PROFILES[name] for name in AGENTS}
-    if int(o.budget_tokens) != 512:
-        import dataclasses
-        profiles = {k: dataclasses.replace(p, budget_tokens=int(o.budget_tokens)) for k, p in profiles.items()}
+    profiles = {k: dataclasses.replace(p, budget_tokens=int(o.budget_tokens)) for k, p in profiles.items()}
     summary, skills_out = {}, {}
     for mi, mode in enumerate(MODES):
         s0 = rules.seed_skill(mode, np.random.default_rng(0))   # one S0 per mode for every seed

@@ -363,7 +363,7 @@ class _Layout:
 
 
 def _sample_layout(rng, family: str, quirks: frozenset) -> _Layout:
-    style = {q: CUES[q][int(rng.integers(len(CUES[q])))] for q in quirks}
+    style = {q: CUES[q][int(rng.integers(len(CUES[q])))] for q in QUIRKS if q in quirks}   # fixed order: no hash seed
     distractors = set()
     for q in FAMILY_QUIRKS[family]:
         if q not in quirks and rng.random() < DISTRACTOR_RATE:

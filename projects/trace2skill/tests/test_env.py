@@ -287,3 +287,31 @@ def test_determinism_and_disjoint_splits():
         analysts.agentic_error_analyst(traj, task, np.random.default_rng(1))
     assert analysts.single_call_error_analyst(traj, task, np.random.default_rng(1)) == \
         analysts.single_call_error_analyst(traj, task, np.random.default_rng(1))
+
+
+def test_tasks_trajectories_and_lessons_do_not_depend_on_the_hash_seed():
+    # iterating a set of strings draws random numbers in an order set by PYTHONHASHSEED: two processes with
+    # different hash seeds must still build the same tasks, trajectories and lessons
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import hashlib, numpy as np\n"
+        "from projects.trace2skill import rules\n"
+        "from projects.trace2skill.agent import PROFILES, run_agent\n"
+        "from projects.trace2skill.analysts import agentic_error_analyst, single_call_error_analyst, success_analyst\n"
+        "from projects.trace2skill.tinysheet import make_tasks, task_text\n"
+        "tasks = make_tasks(40, 'cell', 101, 'evolve') + make_tasks(20, 'tableqa', 303, 'test')\n"
+        "rng = np.random.default_rng(0)\n"
+        "s0 = rules.seed_skill('deepening', np.random.default_rng(0))\n"
+        "trajs = [run_agent(PROFILES['S'], s0, t, rng) for t in tasks]\n"
+        "out = [task_text(t) for t in tasks] + [(x.task_id, sorted(x.flags), x.success, x.log) for x in trajs]\n"
+        "for x, t in zip(trajs, tasks):\n"
+        "    out += [agentic_error_analyst(x, t, rng), single_call_error_analyst(x, t, rng), success_analyst(x, t, rng)]\n"
+        "print(hashlib.sha1(repr(out).encode()).hexdigest())\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    digests = [subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root}).stdout
+               for seed in ("1", "2")]
+    assert digests[0] == digests[1] and digests[0].strip()
