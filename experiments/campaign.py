@@ -54,14 +54,14 @@ ENTRIES = [
          results="projects/skill_rm/results/heterojudge_lam0.01", parallel=3, est_gpu_min=0, est_wall_min=1,
          measured=True, state="ready", note="CPU only; the cost/accuracy trade-off, no claim reads it"),
     dict(name="trace2skill_evolution", config="experiments/trace2skill/evolution.py",
-         results="projects/trace2skill/results/evolution", parallel=2, est_gpu_min=0, est_wall_min=4.2,
+         results="projects/trace2skill/results/evolution", parallel=2, est_gpu_min=0, est_wall_min=3.6,
          measured=True, state="ready",
-         note="CPU only: teacher-agent track (programmatic agents), 5 evolution seeds x every arm; 252 s on the "
+         note="CPU only: teacher-agent track (programmatic agents), 5 evolution seeds x every arm; 217 s on the "
          "2-core dev machine"),
     dict(name="trace2skill_evolution_lean", config="experiments/trace2skill/evolution.py:lean",
-         results="projects/trace2skill/results/evolution_lean", parallel=2, est_gpu_min=0, est_wall_min=2.3,
+         results="projects/trace2skill/results/evolution_lean", parallel=2, est_gpu_min=0, est_wall_min=1.8,
          measured=True, state="ready", note="CPU only: 50 evolution tasks instead of 200 (a harder setup for the "
-         "support filter); 140 s on the 2-core dev machine"),
+         "support filter); 109 s on the 2-core dev machine"),
     # -- to run, cheapest decisive first --------------------------------------------------------------------------
     dict(name="proxy_grm_hard_cf", config="experiments/proxy_grm/table.py:hard_cf",
          results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=10, est_wall_min=5, measured=True,
