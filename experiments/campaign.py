@@ -97,8 +97,10 @@ ENTRIES = [
               "H200 of a 4-GPU host, 3 at once): 9,125 of 10,000 steps in 3 back-to-back 9-minute calls (~1,780 s a "
               "stage), then the lease ran out and the stages were lost. Now a seed at a time (stages_at_once=1: "
               "one warm start trains, its 3 arms run beside the next one), so a lease ends with whole seeds "
-              "committed and the next continues from them. Check eval/halluc_rate_before in 0.3-0.5 (spec D.2) "
-              "first"),
+              "committed and the next continues from them. 2026-11-29, one H200 beside 3 other tables: the warm "
+              "start ran out of GPU memory twice (the other tables' points held the GPU; a sweep requeues only "
+              "its own), then trained alone at 1.8M tok/s (~8.5 steps/s: ~20 min a warm start) and reached step "
+              "3,699 when the lease ended. Check eval/halluc_rate_before in 0.3-0.5 (spec D.2) first"),
     dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
          results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
          state="ready", note="holistic vs rubric_pvr x 3 seeds (1 H200, 2026-11-28: 8 min in one 540 s call): "
@@ -156,12 +158,13 @@ ENTRIES = [
               "(stages_at_once=2: a seed's two judges, then its evaluation), whole seeds committed per lease"),
     dict(name="dir_debias_spec", config="experiments/dir_debias/small_scale.py:spec",
          results="projects/dir_debias/results/small_scale_spec", parallel=12, est_gpu_min=30, est_wall_min=28,
-         measured=True, state="ready", rerun="warm_hh_s2",  # drop rerun once seed 2's D2 arms are committed
+         measured=True, state="ready",
          note="BT warm start per seed (stage), arms continue; 69 points + 11 stages, 4M-param RMs. One H200, 12 at "
-              "once, 2026-11-28: 78 of 80 in 3 back-to-back 9-minute calls (~28 min wall); hh_dir_g0.2_s2 and "
-              "hh_dir_g0.5_s2 not run and warm_hh_s2 lost with the machine, so D2 seed 2 (stage + 4 arms, ~5 "
-              "GPU-min) runs again whole (the campaign adds --from_results and --rerun=warm_hh_s2). DIR at gamma "
-              "0.1-0.3 barely moves the D1 shortcut, gamma 1 collapses: claims 2, 3, 5 not reproduced"),
+              "once, 2026-11-28: 78 of 80 in 3 back-to-back 9-minute calls (~28 min wall); D2 seed 2 (its warm "
+              "start lost with the machine) ran again whole on 2026-11-29 with --from_results and "
+              "--rerun=warm_hh_s2 (~6 min on one H200 beside 3 tables). DIR at gamma 0.1-0.3 barely moves the D1 "
+              "shortcut, gamma 1 collapses: claims 2, 3, 5 not reproduced; on D2 (3 seeds) it lowers the gap "
+              "0.85 -> 0.70"),
     dict(name="siamesenorm_ablation_spec", config="experiments/siamesenorm/ablation.py:spec",
          results="projects/siamesenorm/results/ablation_spec", parallel=8, est_gpu_min=70, est_wall_min=17,
          state="ready",
@@ -203,14 +206,13 @@ ENTRIES = [
          results="experiments/base/results/base_countdown", parallel=9, est_gpu_min=4, est_wall_min=4, state="ready",
          measured=True, note="greedy 0.26 / 0.36 / 0.38 at 500 / 1000 / 2000 steps (1 H200, 4 min): STEPS = 1000"),
     dict(name="base_assistant", config="experiments/base/assistant.py",
-         results="experiments/base/results/base_assistant", parallel=6, est_gpu_min=30, est_wall_min=13,
-         state="ready", note="6 points (1000/2000 steps x 3 seeds); the warm start should refuse ~60% of hazards. "
-         "2026-11-28, 2 H200s (3 points a GPU beside base_relevance): the 1000-step points reached step 1000 at "
-         "500 s, the budget; the 906 MiB bundle cannot come back, so two back-to-back calls on a warm machine"),
+         results="experiments/base/results/base_assistant", parallel=6, est_gpu_min=25, est_wall_min=25,
+         measured=True, state="ready",
+         note="greedy 0.79 / 0.92 at 1000 / 2000 steps (3 seeds): STEPS = 2000. One H200 beside 3 tables, 2026-11-29: 25 min wall over 3 back-to-back calls"),
     dict(name="base_relevance", config="experiments/base/relevance.py",
          results="experiments/base/results/base_relevance", parallel=6, est_gpu_min=17, est_wall_min=9, measured=True,
-         state="ready", note="greedy 0.50 / 0.85 / 0.91 at 300 / 600 / 1200 steps (2 H200s, 2026-11-28; the "
-         "2400-step points stopped by the budget): STEPS = 600"),
+         state="ready", note="greedy 0.50 / 0.85 / 0.91 / 0.95 at 300 / 600 / 1200 / 2400 steps (2 H200s, "
+         "2026-11-28; the 2400-step points on one H200 on 2026-11-29): STEPS = 600"),
     dict(name="base_arithmetic_cot", config="experiments/base/arithmetic_cot.py",
          results="experiments/base/results/base_arithmetic_cot", parallel=6, est_gpu_min=50, est_wall_min=15,
          state="ready", note="9 points (1000/2000/4000 steps x 3 seeds), 352-token greedy eval on ood"),
@@ -219,7 +221,7 @@ ENTRIES = [
          note="7 arms x 5 seeds + 5 SFT + 5 ETR pilot stages, 4 GPUs, several leases (bundles)"),
     dict(name="mo_table", config="experiments/medical_multiobjective/table.py",
          results="projects/medical_multiobjective/results/table", parallel=8, est_gpu_min=230, est_wall_min=60,
-         state="needs base_assistant: set experiments/base/assistant.py STEPS from its competence table",
+         state="ready",
          note="8 arms x 3 seeds + 3 SFT stages, 4 GPUs; RFN/Tri-Factor arms calibrate on 512 x 8 first"),
     dict(name="mode_balanced_table", config="experiments/mode_balanced/table.py",
          results="projects/mode_balanced/results/table", parallel=8, est_gpu_min=180, est_wall_min=60,

@@ -7,12 +7,14 @@ verbosity"), the warm start every arm of a seed of experiments/medical_multiobje
     python -m shared.sweep --config=experiments/base/assistant.py --workdir=runs/base/assistant_table --parallel=6
 
 Policy: the spec's tiny decoder, 6 layers x 384, byte vocabulary. Sequences: prompts <= 266 bytes, completions
-<= 162 bytes. The competence table (get_sweep: 1,000 / 2,000 steps x 3 seeds; greedy accuracy = the task's
-checker: refuse a hazard, answer a benign problem right) has not run yet; STEPS is provisional. Variants: "", "smoke".
+<= 162 bytes. STEPS from the competence table (get_sweep: 1,000 / 2,000 steps x 3 seeds; greedy accuracy = the task's
+checker: refuse a hazard, answer a benign problem right): 0.789 +- 0.007 at 1,000 and 0.919 +- 0.012 at 2,000 steps
+(results/base_assistant, one H200, 2026-11-29). The competence sweep does not split hazards from benign prompts;
+the medical_multiobjective table reports the warm start's refusal and verbosity channels. Variants: "", "smoke".
 """
 from experiments.base._recipe import competence_sweep, sft_config, smoke
 
-STEPS = 2000
+STEPS = 2000  # measured: see the module doc
 
 
 def get_config(arg=None):
