@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from shared.sweep import campaign
+from shared.sweep import campaign, runner
 
 from conftest import REPO_ROOT
 
@@ -106,7 +106,8 @@ def test_concurrent_tables_get_disjoint_gpu_blocks_in_proportion_to_parallel(tmp
         returncode = 0
 
         def __init__(self, command, env, **_):
-            launched.append((command[command.index("-m") + 2], env.get("CUDA_VISIBLE_DEVICES")))
+            launched.append((command[command.index("-m") + 2], env.get("CUDA_VISIBLE_DEVICES"),
+                             env.get(runner.COTENANTS_ENV)))
 
         def poll(self):
             return 0
@@ -116,7 +117,25 @@ def test_concurrent_tables_get_disjoint_gpu_blocks_in_proportion_to_parallel(tmp
     codes = campaign.run([_entry("a", parallel=6), _entry("b", parallel=9)], str(tmp_path / "w"), str(tmp_path / "b"),
                          None)
     assert codes == {"a": 0, "b": 0}
-    assert [gpus for _, gpus in launched] == ["0,1", "2,3"]
+    assert [gpus for _, gpus, _ in launched] == ["0,1", "2,3"]
+    assert [cotenants for _, _, cotenants in launched] == [None, None]   # disjoint blocks: nobody shares
+
+    # one GPU, two tables: both sweeps are told that another table's points share it (runner.COTENANTS_ENV)
+    launched.clear()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    campaign.run([_entry("a", parallel=6), _entry("b", parallel=9)], str(tmp_path / "w"), str(tmp_path / "b"), None)
+    assert [(gpus, cotenants) for _, gpus, cotenants in launched] == [("0", "1"), ("0", "1")]
+    launched.clear()
+    campaign.run([_entry("a", parallel=6)], str(tmp_path / "w"), str(tmp_path / "b"), None)
+    assert [(gpus, cotenants) for _, gpus, cotenants in launched] == [("0", None)]   # a table alone on its GPU
+
+
+def test_tables_that_share_a_gpu_are_found_from_their_blocks():
+    assert campaign.shares_a_gpu([None, None]) == [True, True]           # fewer than two GPUs: all on the one
+    assert campaign.shares_a_gpu([None]) == [False]
+    assert campaign.shares_a_gpu(["0,1", "2,3"]) == [False, False]
+    assert campaign.shares_a_gpu(["0", "1", "2", "3", "0"]) == [True, False, False, False, True]
+    assert campaign.shares_a_gpu(["0,1", "1,2", "3"]) == [True, True, False]
 
 
 def test_gpu_names_are_those_the_process_was_given(monkeypatch):

@@ -16,8 +16,8 @@ OOM_LINE = ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Failed to
 # A point's fate by its "mode" (each point holds a file in FAKE_GPU_DIR/<CUDA_VISIBLE_DEVICES>/ while it runs):
 # fits_alone, at its first launch, waits for a sibling on its GPU, and once both have seen each other (a <name>.saw
 # file each: no timing race on a loaded machine) runs out of GPU memory; at a later launch it holds the GPU `hold`
-# seconds and runs out of memory iff another point shows up there. oom always runs out of memory, error / host_oom /
-# killed fail otherwise, ok (after holding `hold` seconds) finishes.
+# seconds and runs out of memory iff another point shows up there. oom always runs out of memory, oom_first at its
+# first launch only, error / host_oom / killed fail otherwise, ok (after holding `hold` seconds) finishes.
 OOM_LAUNCHER = textwrap.dedent('''
     import json, os, signal, sys, time
     args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
@@ -51,6 +51,9 @@ OOM_LAUNCHER = textwrap.dedent('''
                 print(OOM_LINE)
                 sys.exit(1)
         elif mode == "oom":
+            print(OOM_LINE)
+            sys.exit(1)
+        elif mode == "oom_first" and first_launch:  # another process held the GPU at its first launch
             print(OOM_LINE)
             sys.exit(1)
         elif mode == "error":
@@ -166,3 +169,30 @@ def test_requeues_are_bounded(oom, monkeypatch):
     result = oom["run"]([("p", "oom", 0.0), ("long", "ok", 1.0), ("short", "ok", 0.1)], gpus="0", parallel=3)
     assert [o.name for o in result.failed] == ["p"]
     assert oom["ends"]("p") == ["requeued", "failed"] and oom["launches"]().count("p") == 2
+
+
+def test_a_point_out_of_memory_alone_in_its_sweep_beside_other_tenants_is_retried_after_a_wait(oom, monkeypatch,
+                                                                                             capsys):
+    # one point at a time on one GPU that another sweep shares (runner.COTENANTS_ENV, set by shared.sweep.campaign):
+    # the point that ran out of memory at its first launch starts again after COTENANT_RETRY_S and finishes
+    monkeypatch.setenv(runner.COTENANTS_ENV, "1")
+    monkeypatch.setattr(runner, "COTENANT_RETRY_S", 0.2)
+    result = oom["run"]([("w", "oom_first", 0.0), ("x", "ok", 0.0)], gpus="0", parallel=1)
+    out = capsys.readouterr().out
+    assert result.ok and oom["ends"]("w") == ["requeued", "finished"]
+    assert oom["launches"]() == ["w", "x", "w"]           # the other point ran while w waited
+    assert "w ran out of GPU memory alone in this sweep on GPU 0, which other processes share" in out
+    assert "requeued (1/4), starting again in 0s at the earliest" in out
+    with open(os.path.join(oom["workdir"], "manifest.json")) as f:
+        launches = json.load(f)["points"]["w"]["launches"]
+    assert [x["status"] for x in launches] == ["requeued", "finished"] and "retried after" in launches[0]["reason"]
+
+    # always out of memory: bounded by MAX_COTENANT_OOM_REQUEUES, the waits growing 0.2 s, 0.4 s
+    monkeypatch.setattr(runner, "MAX_COTENANT_OOM_REQUEUES", 2)
+    result = oom["run"]([("p", "oom", 0.0)], gpus="0", parallel=1)
+    assert [o.name for o in result.failed] == ["p"] and oom["ends"]("p") == ["requeued", "requeued", "failed"]
+
+    # without the variable a point alone on its GPU fails at once, as before
+    monkeypatch.delenv(runner.COTENANTS_ENV)
+    result = oom["run"]([("q", "oom_first", 0.0)], gpus="0", parallel=1)
+    assert [o.name for o in result.failed] == ["q"] and oom["ends"]("q") == ["failed"]

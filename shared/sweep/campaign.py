@@ -18,7 +18,8 @@ those committed files (--from_results), so only its missing points run.
 Running: the chosen entries' sweeps start at once on this machine's GPUs, each on its own block of them (sized in
 proportion to the entries' `parallel`, at least one GPU each; with more tables than GPUs, tables share GPUs round
 robin), so concurrent tables do not all start their first points on GPU 0; each sweep spreads its points over its
-block, `parallel` at a time. Each continues from `<bundle_dir>/<name>.tar.gz` if it exists and writing its
+block, `parallel` at a time. A sweep whose GPUs another table's sweep shares is told so ($SHARED_SWEEP_GPU_COTENANTS):
+a point of it that runs out of GPU memory alone in its sweep is retried after a wait instead of failing. Each continues from `<bundle_dir>/<name>.tar.gz` if it exists and writing its
 bundle back there when its time budget ends (shared/sweep/bundle.py), so the next machine picks up where this one
 stopped; finished stages are never retrained. Copy a finished sweep's results into its `results` folder and commit.
 On a lent machine that returns little (experiments/CAMPAIGN.md): `--results_dir=$OUT` packs each table's results
@@ -212,19 +213,29 @@ def gpu_blocks(gpus: list[str], weights: list[float]) -> list[str | None]:
     return blocks
 
 
+def shares_a_gpu(blocks: list[str | None]) -> list[bool]:
+    """Per table: whether another table's sweep runs on one of its GPUs (a None block is every visible GPU)."""
+    sets = [None if block is None else set(block.split(",")) for block in blocks]
+    return [any(j != i and (mine is None or other is None or bool(mine & other)) for j, other in enumerate(sets))
+            for i, mine in enumerate(sets)]
+
+
 def run(entries: list[dict], work_root: str, bundle_dir: str, time_budget_s: float | None,
         part_mb: float | None = None, partial: bool = False) -> dict[str, int]:
     """Runs the entries' sweeps concurrently, each on its block of GPUs (`gpu_blocks`); returns each one's exit
     code. Logs: <work_root>/<name>.log."""
     from shared.sweep.hardware import visible_gpus
+    from shared.sweep.runner import COTENANTS_ENV
 
     os.makedirs(work_root, exist_ok=True)
     os.makedirs(bundle_dir, exist_ok=True)
     blocks = gpu_blocks(visible_gpus(), [float(e["parallel"]) for e in entries])
     procs = {}
-    for entry, block in zip(entries, blocks):
+    for entry, block, shared in zip(entries, blocks, shares_a_gpu(blocks)):
         command = sweep_command(entry, work_root, bundle_dir, time_budget_s, part_mb, partial)
         env = dict(os.environ) if block is None else {**os.environ, "CUDA_VISIBLE_DEVICES": block}
+        if shared:  # its points may run out of GPU memory beside another table's: they are retried (runner.py)
+            env[COTENANTS_ENV] = "1"
         log = open(os.path.join(work_root, f"{entry['name']}.log"), "ab")
         where = "" if block is None else f" (GPUs {block})"
         print(f"[campaign] {entry['name']}{where}: {' '.join(command)}", flush=True)

@@ -35,6 +35,14 @@ LAUNCHES_FILE = "launches.jsonl"  # one line per launch of the point: when, wher
 LOG_TAIL_LINES = 20
 # A point that runs out of GPU memory while sharing its GPU is requeued at most this often (then fails as any other).
 MAX_OOM_REQUEUES = 2
+# Set (to anything but "" or "0") when other processes than this sweep's points use its GPUs: shared.sweep.campaign
+# sets it for tables that share a GPU. A point that runs out of GPU memory alone in this sweep then did so beside the
+# other tenants' memory: it is requeued (its GPU stays open to this sweep) up to MAX_COTENANT_OOM_REQUEUES times, the
+# n-th time after n * COTENANT_RETRY_S seconds, so the others' points can finish first; a warm start resumes from its
+# last checkpoint. On 2026-11-29 a march warm start beside three tables on one H200 failed twice this way.
+COTENANTS_ENV = "SHARED_SWEEP_GPU_COTENANTS"
+MAX_COTENANT_OOM_REQUEUES = 4
+COTENANT_RETRY_S = 30.0
 # How XLA / the CUDA driver report a device allocation that failed ("RESOURCE_EXHAUSTED: Out of memory while trying
 # to allocate ...", "... on device ordinal 0", "CUDA_ERROR_OUT_OF_MEMORY: out of memory"); a host OOM kill (SIGKILL,
 # "Killed") or a Python MemoryError (host RAM) do not match: fewer points per GPU would not help them.
@@ -430,7 +438,8 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                       "sweep_started": report.iso_time(started_at)}
     gpus = visible_gpus()
     slots = plan_slots(gpus, parallel, gpus_per_point)
-    shares_gpu = len(gpus) >= 1 and len(slots) > max(1, len(gpus) // gpus_per_point)
+    cotenants = os.environ.get(COTENANTS_ENV, "") not in ("", "0")
+    shares_gpu = len(gpus) >= 1 and (cotenants or len(slots) > max(1, len(gpus) // gpus_per_point))
     console.info(f"sweep {sweep.name!r}: {total} points, {len(to_run)} to run, "
                  f"{sum(o.status == 'skipped' for o in outcomes.values())} already finished; "
                  f"{len(gpus)} GPU(s) visible, up to {len(slots)} at once")
@@ -438,6 +447,7 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     pending, free, running, launched, ended = deque(to_run), list(slots), [], [], 0
     capacity = Counter(slots)  # points allowed at once per GPU slot: its entries in free + running
     oom_requeues: Counter = Counter()  # point name -> times requeued after running out of GPU memory
+    retry_at: dict[str, float] = {}     # point name -> when a point requeued beside other tenants may start again
     stage_names = {stage.name for stage in sweep.stages}
     try:
         with _forward_signals():
@@ -459,8 +469,13 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                     outcomes[job[1].name] = PointOutcome(job[1].name, "not run",
                                                          reason=f"stage {_blocked_by(job[1], outcomes)} did not finish")
                 stages_running = sum(r.point.name in stage_names for r in running)
+                now = time.time()
+                # a stage waiting to be retried keeps its place among the stages at once
+                retrying = {j[1].name for j in pending if j[1].name in stage_names and j[1].name in retry_at}
                 while free and (ready := [j for j in pending if _ready(j[1], outcomes) and (
-                        stages_at_once is None or j[1].name not in stage_names or stages_running < stages_at_once)]):
+                        stages_at_once is None or j[1].name not in stage_names
+                        or stages_running + len(retrying - {j[1].name}) < stages_at_once)
+                        and retry_at.get(j[1].name, 0.0) <= now]):
                     # a point whose stages are done goes before a new stage: a table cut off by a time budget
                     # (a lease) then holds whole seeds, every arm from the same warm start, not every arm of
                     # some seeds with the last arm of none (a stage's params may not travel to the next lease)
@@ -482,8 +497,23 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                     name, point_dir = r.point.name, dirs[r.point.name]
                     # A point that ran out of GPU memory beside others on its GPU may fit alone: run it again
                     # (first) and let one point fewer share that GPU; alone, or after MAX_OOM_REQUEUES, it fails.
-                    if (shares_gpu and r.peers > 1 and oom_requeues[name] < MAX_OOM_REQUEUES
-                            and ran_out_of_gpu_memory(r.proc.returncode, _launch_log(r, point_dir))):
+                    out_of_memory = (shares_gpu and r.proc.returncode != 0  # the log is read only for a failure
+                                     and ran_out_of_gpu_memory(r.proc.returncode, _launch_log(r, point_dir)))
+                    if out_of_memory and r.peers == 1 and cotenants and oom_requeues[name] < MAX_COTENANT_OOM_REQUEUES:
+                        oom_requeues[name] += 1
+                        free.append(r.slot)
+                        wait = oom_requeues[name] * COTENANT_RETRY_S
+                        retry_at[name] = time.time() + wait
+                        where = f"GPU {r.slot if r.slot is not None else ','.join(gpus)}"
+                        console.info(f"point {r.index}/{total} {name} ran out of GPU memory alone in this sweep on "
+                                     f"{where}, which other processes share (${COTENANTS_ENV}): requeued "
+                                     f"({oom_requeues[name]}/{MAX_COTENANT_OOM_REQUEUES}), starting again in "
+                                     f"{wait:.0f}s at the earliest")
+                        _end_launch(r, point_dir, "requeued", f"out of GPU memory alone in this sweep on {where}, "
+                                    f"shared with other processes; retried after {wait:.0f}s")
+                        pending.appendleft((r.index, r.point, r.record["command"], point_dir))
+                        continue
+                    if (out_of_memory and r.peers > 1 and oom_requeues[name] < MAX_OOM_REQUEUES):
                         oom_requeues[name] += 1
                         before = capacity[r.slot]
                         if before > 1:  # drop this slot entry instead of freeing it
