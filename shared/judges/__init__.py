@@ -10,6 +10,8 @@ below the launcher. A judge gets what it needs (a run loader, a sampler, an HTTP
   scalar_rm.py   the reward model/scalar_rm
   skills.py      Skill-RM skill packages (SKILL.md front matter + resources index) and the ResourceRouter that
                  enforces each resource's allowed_setting, leakage level, family and the view / run budgets
+  mam.py         ATP-Bench's multi-agent judge (MAM) of interleaved tool plans: precision / missed / quality roles
+                 with split or full views, the aggregator (mam_aggregate), voting, function / chat / mock back-ends
   agent.py       the tool-calling judge agent (step / resource / sandbox budgets, forced finalisation, emergency
                  direct judge, fallback) over an OpenAI-compatible endpoint, our own policy or a script; also as a
                  shared.agent Environment
@@ -38,4 +40,10 @@ from shared.judges.agent import (  # noqa: F401
     AgentLimits, AgentReply, AgentResult, ChatBackend, JudgeAgent, JudgeAgentEnvironment, JudgeCase, ScriptedBackend,
     TextPolicyBackend, ToolCall,
 )
+from shared.judges.mam import (  # noqa: F401
+    MAM_TEMPLATES, PRECISION_LABELS, CallContext, CallVerdict, ChatRoles, FunctionRoles, MamItem, MamJudge,
+    MamJudgment, MissedRole, MissedVisual, MockRoles, PrecisionRole, QualityRole, RoleView, build_view, local_text,
+    numbered_response,
+)
+from shared.judges.mam import aggregate as mam_aggregate  # noqa: F401  (rubric's aggregate keeps the plain name)
 from shared.judges import rubric_format  # noqa: F401  (the GRM output format; registers genrm/format, genrm/accuracy)
