@@ -62,6 +62,10 @@ ENTRIES = [
          results="projects/trace2skill/results/evolution_lean", parallel=2, est_gpu_min=0, est_wall_min=1.8,
          measured=True, state="ready", note="CPU only: 50 evolution tasks instead of 200 (a harder setup for the "
          "support filter); 109 s on the 2-core dev machine"),
+    dict(name="atp_mnist_pipeline", config="experiments/atp_mnist/pipeline.py",
+         results="projects/atp_mnist/results/pipeline", parallel=2, est_gpu_min=0, est_wall_min=5, state="ready",
+         note="CPU only: the programmatic planner zoo on 2,000 test items a seed, 5 seeds (reads "
+              "../shared/data/images/mnist_5k); the trained planners and judges are GPU tables not built yet"),
     # -- to run, cheapest decisive first --------------------------------------------------------------------------
     dict(name="proxy_grm_hard_cf", config="experiments/proxy_grm/table.py:hard_cf",
          results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=10, est_wall_min=5, measured=True,
