@@ -213,7 +213,7 @@ def test_the_cli_checks_a_project(capsys):
     assert "no claims module 'projects.no_such_project.claims'" in capsys.readouterr().err
     assert main(["--project", "proxygrm", "--check"]) == 2
     err = capsys.readouterr().err
-    assert "did you mean 'proxy_grm'?" in err and "Projects with a ledger: clipo," in err and "ssp" in err
+    assert "did you mean 'proxy_grm'?" in err and "Projects with a ledger: atp_mnist, clipo," in err and "ssp" in err
 
 
 def test_a_claim_reads_its_table_once_the_manifest_is_committed(tmp_path):
