@@ -66,6 +66,11 @@ ENTRIES = [
          results="projects/atp_mnist/results/pipeline", parallel=2, est_gpu_min=0, est_wall_min=5, state="ready",
          note="CPU only: the programmatic planner zoo on 2,000 test items a seed, 5 seeds (reads "
               "../shared/data/images/mnist_5k); the trained planners and judges are GPU tables not built yet"),
+    dict(name="atp_mnist_zoo", config="experiments/atp_mnist/planners.py",
+         results="projects/atp_mnist/results/zoo", parallel=9, est_gpu_min=60, est_wall_min=15, state="ready",
+         note="the trained planner zoo: 9 SFT runs (unified S/M/L, 6 other mixtures at M, an under-trained unified "
+              "M), 3,000 steps of 64 x 2,048 bytes; greedy accuracy = exact gold plan. Carry "
+              "../shared/data/images/mnist_5k in .carry/data/images/. Estimate, not measured"),
     # -- to run, cheapest decisive first --------------------------------------------------------------------------
     dict(name="proxy_grm_hard_cf", config="experiments/proxy_grm/table.py:hard_cf",
          results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=10, est_wall_min=5, measured=True,

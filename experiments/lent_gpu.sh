@@ -9,6 +9,7 @@
 #   ../shared/tools/gpu_wheels.sh
 #   mkdir -p .carry/data/preferences/hh_rlhf && cp -r ../shared/data/{english_classics,gsm8k} .carry/data/ &&
 #   cp ../shared/data/preferences/hh_rlhf/harmless-base-test.jsonl.gz .carry/data/preferences/hh_rlhf/
+#   mkdir -p .carry/data/images && cp -r ../shared/data/images/mnist_5k .carry/data/images/   # atp_mnist tables
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .whl ] && ! python3 -c "import grain, ml_collections" 2>/dev/null && [ ! -d /tmp/site/grain ]; then

@@ -11,12 +11,16 @@ glue:
                 noisy): the gold answer with one systematic change each
   executors.py  the executors and the executed score E (spec 4.3)
   task.py       TASKS "atp_mnist/pipeline": one seed of the pipeline table
+  sft_data.py   the example set "rl/atp_mnist/plans" (SFT data per planner mixture) and its plan checker
   claims.py     the ledger's claims
 
-Registers TASKS "atp_mnist/pipeline" as a factory that imports task.py on first use (no numpy or jax at import).
+Registers TASKS "atp_mnist/pipeline" as a factory that imports task.py on first use, and the example set
+"rl/atp_mnist/plans" (sft_data.py; the pool is read when examples are drawn): no numpy or jax at import.
 """
 from shared.config import ConfigError, register_validator
 from shared.registry import TASKS
+
+from projects.atp_mnist import sft_data  # noqa: F401  (registers rl/atp_mnist/plans)
 
 POOLS = ("mnist", "synthetic")
 

@@ -50,3 +50,23 @@ def test_bad_configs_name_the_key():
                               ("atp_mnist.n_test=0", "atp_mnist.n_test=0")):
         with pytest.raises(ConfigError, match=message):
             validate(load_config(f"{CONFIG}:smoke", [override]), num_devices=1, platform="cpu")
+
+
+def test_the_sft_example_set_and_its_plan_checker():
+    import projects.atp_mnist  # noqa: F401  (registers rl/atp_mnist/plans)
+    from shared.data.examples import checker, load_task
+
+    check = checker("atp_mnist/plans")
+    gold = load_task("atp_mnist/plans", "train", 60, 0, mixture="unified", pool="synthetic")
+    assert all(e["prompt"].endswith("\nAnswer:") and e["completion"].startswith(" ") for e in gold)
+    assert all(check(e, e["completion"]) and check(e, e["answer"]) for e in gold)     # the gold plan passes
+    shy = load_task("atp_mnist/plans", "train", 60, 0, mixture="tool_shy", pool="synthetic")
+    assert [e["item_id"] for e in shy] == [e["item_id"] for e in gold]                  # same items, other answers
+    dropped = [e for e in shy if e["completion"] != gold[shy.index(e)]["completion"]]
+    assert dropped and not any(check(e, e["completion"]) for e in dropped)              # a dropped call fails
+    with_calls = next(e for e in gold if "<" in e["completion"])
+    assert not check(with_calls, " I would show it here.")                              # no plan at all fails
+    with pytest.raises(ValueError, match="split must be one of train, test"):
+        load_task("atp_mnist/plans", "ood", 4, 0, pool="synthetic")
+    with pytest.raises(ValueError, match="mixture='oracle' is not a planner"):
+        load_task("atp_mnist/plans", "train", 4, 0, mixture="oracle", pool="synthetic")
