@@ -68,9 +68,10 @@ ENTRIES = [
               "../shared/data/images/mnist_5k); the trained planners and judges are GPU tables not built yet"),
     dict(name="atp_mnist_zoo", config="experiments/atp_mnist/planners.py",
          results="projects/atp_mnist/results/zoo", parallel=9, est_gpu_min=60, est_wall_min=15, state="ready",
-         note="the trained planner zoo: 9 SFT runs (unified S/M/L, 6 other mixtures at M, an under-trained unified "
-              "M), 3,000 steps of 64 x 2,048 bytes; greedy accuracy = exact gold plan. Carry "
-              "../shared/data/images/mnist_5k in .carry/data/images/. Estimate, not measured"),
+         note="the trained planner zoo: 9 SFT stages (unified S/M/L, 6 other mixtures at M, an under-trained "
+              "unified M), 3,000 steps of 64 x 2,048 bytes, then 3 evaluation points (every system answers 2,000 "
+              "test items greedily, 512 new bytes; E and plan metrics). Carry ../shared/data/images/mnist_5k in "
+              ".carry/data/images/. Estimate, not measured"),
     # -- to run, cheapest decisive first --------------------------------------------------------------------------
     dict(name="proxy_grm_hard_cf", config="experiments/proxy_grm/table.py:hard_cf",
          results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=10, est_wall_min=5, measured=True,

@@ -14,8 +14,9 @@ glue:
   sft_data.py   the example set "rl/atp_mnist/plans" (SFT data per planner mixture) and its plan checker
   claims.py     the ledger's claims
 
-Registers TASKS "atp_mnist/pipeline" as a factory that imports task.py on first use, and the example set
-"rl/atp_mnist/plans" (sft_data.py; the pool is read when examples are drawn): no numpy or jax at import.
+Registers TASKS "atp_mnist/pipeline" and "atp_mnist/zoo_eval" as factories that import task.py on first use, and
+the example set "rl/atp_mnist/plans" (sft_data.py; the pool is read when examples are drawn): no numpy or jax at
+import.
 """
 from shared.config import ConfigError, register_validator
 from shared.registry import TASKS
@@ -32,6 +33,13 @@ def pipeline(config, workdir):
     return run(config, workdir)
 
 
+@TASKS.register("atp_mnist/zoo_eval")
+def zoo_eval(config, workdir):
+    from projects.atp_mnist.task import run_zoo_eval
+
+    return run_zoo_eval(config, workdir)
+
+
 @register_validator
 def check_atp_mnist_config(config, mesh_shape) -> None:
     if config.project != "atp_mnist" or "atp_mnist" not in config:
@@ -42,6 +50,11 @@ def check_atp_mnist_config(config, mesh_shape) -> None:
     for key in ("n_test", "synthetic_per_digit"):
         if int(o[key]) < 1:
             raise ConfigError(f"atp_mnist.{key}={o[key]}: must be >= 1")
+    if config.task == "atp_mnist/zoo_eval":
+        from projects.atp_mnist.task import parse_runs
+
+        parse_runs(o.runs)
+        return
     from projects.atp_mnist.planners import PLANNERS   # light: no jax
 
     unknown = [name for name in o.planners if name not in PLANNERS]

@@ -11,8 +11,10 @@ from shared.stats.claims import Arm, Claim, Level
 
 RESULTS = "projects/atp_mnist/results/pipeline"
 PAPER = "no number for this analog (paper body not retrieved; spec section 3)"
-GPU_TRACK = ("needs the trained planner zoo (SFT on the world's gold answers per mixture, spec 4.2) and the "
-             "MAM-tiny / holistic-tiny judges (4.4): a GPU table not built yet")
+GPU_TRACK = ("needs the MAM-tiny / holistic-tiny judges (spec 4.4, not built yet) on the trained planner zoo "
+             "(campaign row atp_mnist_zoo)")
+ZOO = ("needs the trained planner zoo's table: python -m shared.sweep --config=experiments/atp_mnist/planners.py "
+       "--workdir=runs/atp_mnist_zoo --parallel=9 (campaign row atp_mnist_zoo, GPU)")
 
 
 def col(planner: str, metric: str) -> Arm:
@@ -57,7 +59,7 @@ CLAIMS = [
     claim("profile (tool-shy)", "Plan metrics flag the tool-shy planner: its recall is below unified's",
           col("tool_shy", "recall"), col("unified", "recall"), direction="less"),
     Claim("C1 (trained planners)", "SFT unified-M beats gen-only-M and retrieval-only-M on E by >= 10 points",
-          not_run=GPU_TRACK),
+          not_run=ZOO),
     Claim("C2a", "MAM-tiny's system ranking agrees with gold F1 (Kendall tau >= 0.8, >= holistic-tiny + 0.1)",
           not_run=GPU_TRACK),
     Claim("C2b", "MAM-tiny's ranking predicts executed quality (tau vs E >= 0.7)", not_run=GPU_TRACK),

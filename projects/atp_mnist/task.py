@@ -1,5 +1,6 @@
 """TASKS "atp_mnist/pipeline": one seed of the ATP-MNIST pipeline table (spec ../shared/papers/atp_bench.md 4.3-4.6)
-with the programmatic planner zoo (projects/atp_mnist/planners.py), not yet the SFT-trained planners (a GPU table).
+with the programmatic planner zoo (projects/atp_mnist/planners.py); TASKS "atp_mnist/zoo_eval": the same metrics for
+the SFT-trained planners (experiments/atp_mnist/planners.py), their greedy answers to one seed's test items.
 
 The seed draws the world's test items (MNIST glyphs, intents, documents) and the planners' own randomness; every
 planner answers the same items, so planner differences are paired within a seed and by seed across points. Each
@@ -87,6 +88,55 @@ def run(config, workdir: str) -> dict:
         print(f"[atp_mnist] seed {seed} {name}: E {summary[f'{name}/E']:.3f} F1 {summary[f'{name}/f1']:.3f} "
               f"calls/answer {summary[f'{name}/calls_per_answer']:.2f}", flush=True)
     calls = [summary[f"{name}/calls_per_answer"] for name in o.planners if summary[f"{name}/calls_per_answer"] > 0]
+    summary["zoo/calls_ratio"] = max(calls) / min(calls) if calls else float("nan")
+    summary["wall_time_s"] = time.time() - started
+    write_summary(workdir, summary)
+    return summary
+
+
+def parse_runs(spec: str) -> list[tuple[str, str]]:
+    """atp_mnist.runs: "name=path;name=path" (a sweep writes the paths with {stage:NAME}) -> [(name, path)]."""
+    runs = []
+    for part in filter(None, (p.strip() for p in str(spec).split(";"))):
+        name, sep, path = part.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ValueError(f"atp_mnist.runs: {part!r} is not name=path (the key holds 'name=path;name=path')")
+        runs.append((name.strip(), path.strip()))
+    if not runs:
+        raise ValueError("atp_mnist.runs is empty: name the trained planners' workdirs as 'name=path;name=path'")
+    return runs
+
+
+def run_zoo_eval(config, workdir: str) -> dict:
+    """Each trained planner (a finished SFT workdir of experiments/atp_mnist/planners.py) answers the seed's test
+    items greedily; the answers go through planner_metrics like the programmatic zoo's."""
+    from projects.atp_mnist.executors import Executors
+    from projects.atp_mnist.mnist import load_pool, synthetic_pool
+    from projects.atp_mnist.world import generate, prompt_text
+    from shared.data import build_tokenizer
+    from shared.train import write_summary
+    from shared.train.load import load_run
+    from shared.train.sft import greedy_completions
+
+    started = time.time()
+    o, seed = config.atp_mnist, int(config.seed)
+    runs = parse_runs(o.runs)
+    pool = synthetic_pool(0, int(o.synthetic_per_digit)) if o.pool == "synthetic" else load_pool(o.pool_path)
+    items = generate(pool, "test", int(o.n_test), seed)
+    prompts = [prompt_text(item) + "\nAnswer:" for item in items]   # as rl/atp_mnist/plans writes them
+    executors = Executors(pool, seed=seed)
+    summary = {"n_items": float(len(items)), "classifier/acc": float(executors.classifier_accuracy)}
+    for name, path in runs:
+        loaded = load_run(path)   # on the run's own mesh preset
+        tokenizer = build_tokenizer(loaded.config.data, loaded.folder, int(loaded.config.model.vocab_size))
+        # a LoadedRun carries what the SFT's greedy decoding reads of a Trainer (graphdef, params, config, mesh...)
+        texts = greedy_completions(loaded, tokenizer, prompts, int(o.max_new_tokens),
+                                   int(loaded.config.model.max_seq_len))
+        for key, value in planner_metrics(items, texts, executors).items():
+            summary[f"{name}/{key}"] = value
+        print(f"[atp_mnist] seed {seed} {name} (step {loaded.step}): E {summary[f'{name}/E']:.3f} "
+              f"F1 {summary[f'{name}/f1']:.3f} calls/answer {summary[f'{name}/calls_per_answer']:.2f}", flush=True)
+    calls = [summary[f"{name}/calls_per_answer"] for name, _ in runs if summary[f"{name}/calls_per_answer"] > 0]
     summary["zoo/calls_ratio"] = max(calls) / min(calls) if calls else float("nan")
     summary["wall_time_s"] = time.time() - started
     write_summary(workdir, summary)
