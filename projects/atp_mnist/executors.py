@@ -606,12 +606,17 @@ class Executors:
                 "spurious": spurious}
 
 
-def fact_accuracy(item, text: str) -> float:
-    """Share of item.facts whose value appears in text as a whole word (1.0 without facts)."""
-    if not item.facts:
+def facts_stated(facts, text: str) -> float:
+    """Share of (key, value) facts whose value appears in text as a whole word (1.0 without facts)."""
+    if not facts:
         return 1.0
-    hits = [re.search(rf"(?<!\w){re.escape(str(v))}(?!\w)", text) is not None for _, v in item.facts]
+    hits = [re.search(rf"(?<!\w){re.escape(str(v))}(?!\w)", text) is not None for _, v in facts]
     return sum(hits) / len(hits)
+
+
+def fact_accuracy(item, text: str) -> float:
+    """facts_stated of item.facts."""
+    return facts_stated(item.facts, text)
 
 
 def _owner(produced) -> Executors | None:

@@ -42,13 +42,12 @@ def gold_of(example: dict) -> list[GoldCall]:
 
 def check_plan(example: dict, completion: str) -> bool:
     """Exact plan (F1 = 1) and every fact stated as a whole word."""
-    from projects.atp_mnist.executors import fact_accuracy
+    from projects.atp_mnist.executors import facts_stated
 
     parsed = parse_interleaved(completion)
     if score_plan(parsed.calls, gold_of(example)).f1 < 1.0:
         return False
-    facts = type("Facts", (), {"facts": tuple(tuple(kv) for kv in json.loads(example["facts"]))})()
-    return fact_accuracy(facts, parsed.text) == 1.0
+    return facts_stated(json.loads(example["facts"]), parsed.text) == 1.0
 
 
 @register_task(TASK, check_plan)

@@ -67,19 +67,35 @@ def planner_metrics(items, responses, executors) -> dict[str, float]:
     }
 
 
-def run(config, workdir: str) -> dict:
+def _world(o, seed: int):
+    """(the seed's test items, executors, the summary's first keys) for config.atp_mnist `o`."""
     from projects.atp_mnist.executors import Executors
     from projects.atp_mnist.mnist import load_pool, synthetic_pool
-    from projects.atp_mnist.planners import PLANNERS
     from projects.atp_mnist.world import generate
-    from shared.train import write_summary
 
-    started = time.time()
-    o, seed = config.atp_mnist, int(config.seed)
     pool = synthetic_pool(0, int(o.synthetic_per_digit)) if o.pool == "synthetic" else load_pool(o.pool_path)
     items = generate(pool, "test", int(o.n_test), seed)
     executors = Executors(pool, seed=seed)
-    summary = {"n_items": float(len(items)), "classifier/acc": float(executors.classifier_accuracy)}
+    return items, executors, {"n_items": float(len(items)),
+                               "classifier/acc": float(executors.classifier_accuracy)}
+
+
+def _finish(summary: dict, names: list[str], started: float, workdir: str) -> None:
+    """zoo/calls_ratio (largest over smallest non-zero calls per answer), wall time; writes summary.json."""
+    from shared.train import write_summary
+
+    calls = [summary[f"{name}/calls_per_answer"] for name in names if summary[f"{name}/calls_per_answer"] > 0]
+    summary["zoo/calls_ratio"] = max(calls) / min(calls) if calls else float("nan")
+    summary["wall_time_s"] = time.time() - started
+    write_summary(workdir, summary)
+
+
+def run(config, workdir: str) -> dict:
+    from projects.atp_mnist.planners import PLANNERS
+
+    started = time.time()
+    o, seed = config.atp_mnist, int(config.seed)
+    items, executors, summary = _world(o, seed)
     for name in o.planners:
         planner = PLANNERS[name]
         responses = [planner(item, seed) for item in items]
@@ -87,10 +103,7 @@ def run(config, workdir: str) -> dict:
             summary[f"{name}/{key}"] = value
         print(f"[atp_mnist] seed {seed} {name}: E {summary[f'{name}/E']:.3f} F1 {summary[f'{name}/f1']:.3f} "
               f"calls/answer {summary[f'{name}/calls_per_answer']:.2f}", flush=True)
-    calls = [summary[f"{name}/calls_per_answer"] for name in o.planners if summary[f"{name}/calls_per_answer"] > 0]
-    summary["zoo/calls_ratio"] = max(calls) / min(calls) if calls else float("nan")
-    summary["wall_time_s"] = time.time() - started
-    write_summary(workdir, summary)
+    _finish(summary, list(o.planners), started, workdir)
     return summary
 
 
@@ -110,22 +123,16 @@ def parse_runs(spec: str) -> list[tuple[str, str]]:
 def run_zoo_eval(config, workdir: str) -> dict:
     """Each trained planner (a finished SFT workdir of experiments/atp_mnist/planners.py) answers the seed's test
     items greedily; the answers go through planner_metrics like the programmatic zoo's."""
-    from projects.atp_mnist.executors import Executors
-    from projects.atp_mnist.mnist import load_pool, synthetic_pool
-    from projects.atp_mnist.world import generate, prompt_text
+    from projects.atp_mnist.world import prompt_text
     from shared.data import build_tokenizer
-    from shared.train import write_summary
     from shared.train.load import load_run
     from shared.train.sft import greedy_completions
 
     started = time.time()
     o, seed = config.atp_mnist, int(config.seed)
     runs = parse_runs(o.runs)
-    pool = synthetic_pool(0, int(o.synthetic_per_digit)) if o.pool == "synthetic" else load_pool(o.pool_path)
-    items = generate(pool, "test", int(o.n_test), seed)
+    items, executors, summary = _world(o, seed)
     prompts = [prompt_text(item) + "\nAnswer:" for item in items]   # as rl/atp_mnist/plans writes them
-    executors = Executors(pool, seed=seed)
-    summary = {"n_items": float(len(items)), "classifier/acc": float(executors.classifier_accuracy)}
     for name, path in runs:
         loaded = load_run(path)   # on the run's own mesh preset
         tokenizer = build_tokenizer(loaded.config.data, loaded.folder, int(loaded.config.model.vocab_size))
@@ -136,8 +143,5 @@ def run_zoo_eval(config, workdir: str) -> dict:
             summary[f"{name}/{key}"] = value
         print(f"[atp_mnist] seed {seed} {name} (step {loaded.step}): E {summary[f'{name}/E']:.3f} "
               f"F1 {summary[f'{name}/f1']:.3f} calls/answer {summary[f'{name}/calls_per_answer']:.2f}", flush=True)
-    calls = [summary[f"{name}/calls_per_answer"] for name, _ in runs if summary[f"{name}/calls_per_answer"] > 0]
-    summary["zoo/calls_ratio"] = max(calls) / min(calls) if calls else float("nan")
-    summary["wall_time_s"] = time.time() - started
-    write_summary(workdir, summary)
+    _finish(summary, [name for name, _ in runs], started, workdir)
     return summary
