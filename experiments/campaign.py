@@ -110,7 +110,18 @@ ENTRIES = [
               "committed and the next continues from them. 2026-11-29, one H200 beside 3 other tables: the warm "
               "start ran out of GPU memory twice (the other tables' points held the GPU; a sweep requeues only "
               "its own), then trained alone at 1.8M tok/s (~8.5 steps/s: ~20 min a warm start) and reached step "
-              "3,699 when the lease ended. Check eval/halluc_rate_before in 0.3-0.5 (spec D.2) first"),
+              "3,699 when the lease ended. 2026-11-29 (2nd), one H200 alone, 3 calls (1,640 s held): seeds 0 and 1 "
+              "whole (a warm start ~8.5 min alone at 1.9M tok/s, ~19 steps/s; the 3 arms ~3-4 min beside the next), "
+              "seed 2's warm start at step 4,662 when the lease ended. Greedy halluc 0.63, coverage 0.49: above "
+              "spec D.2's 0.3-0.5, and the Checker flags nearly every response (reward -0.98): inconclusive; "
+              "mini_recall_fresh is the next setup"),
+    dict(name="march_mini_recall_fresh", config="experiments/march/table.py:mini_recall_fresh",
+         results="projects/march/results/mini_recall_fresh", parallel=6, est_gpu_min=45, est_wall_min=40,
+         state="ready", stages_at_once=1,
+         note="mini_recall_long's 10,000 steps over 320k traces (2 passes) instead of 60k (~11): is the lookup short "
+              "of data? ~2.5 min of trace generation per warm start, then ~8.5 min of training alone on one H200; "
+              "2 seeds a 27-minute lease (measured on mini_recall_long). Check eval/halluc_rate_before (sft arm) in "
+              "0.3-0.5 and rl/role/solver/reward_mean above -0.95 first"),
     dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
          results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
          state="ready", note="holistic vs rubric_pvr x 3 seeds (1 H200, 2026-11-28: 8 min in one 540 s call): "

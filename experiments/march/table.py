@@ -36,7 +36,7 @@ ARMS = {
     "oracle": {"march.reward": "oracle", "agent.roles.checker.train": False},
 }
 MINI_ARMS = ("sft", "march", "symmetric")
-SWEEP_VARIANTS = ("mini", "mini_copy", "mini_recall", "mini_recall_long")
+SWEEP_VARIANTS = ("mini", "mini_copy", "mini_recall", "mini_recall_long", "mini_recall_fresh")
 # mini_copy: the mini table on queries without the derived sum / difference (numfacts derived=False): the mini
 # table's warm start sat at the floor (99.5% of answers hallucinated), the derived value needing arithmetic a tiny
 # model cannot do (projects/march/README.md)
@@ -53,12 +53,17 @@ RECALL_SFT_STEPS = 3000
 # (seed 0: 0.10 -> 0.064 over the last 500 steps) yet answered 90-99% hallucinated, and every MARCH Solver got reward
 # -1 (no signal; results/mini_recall). 10,000 steps (~11 passes over the 60k traces) give the lookup time to finish.
 RECALL_LONG_SFT_STEPS = 10000
+# mini_recall_fresh: mini_recall_long's 10,000-step warm starts answered 63% hallucinated, coverage 0.49 (2 seeds,
+# results/mini_recall_long), and the blind Checker, looking values up as poorly, flagged nearly every response (MARCH's
+# reward -0.98: no signal). Those warm starts saw each of the 60k traces ~11 times; the same steps over 320k traces
+# (2 passes; generating them takes ~2.5 min of one CPU core) test whether the lookup is short of data, not of steps
+RECALL_FRESH_N_TRAIN = 320000
 COLUMNS = ["eval/halluc_rate", "eval/halluc_rate_before", "eval/halluc_rate_sampled", "eval/halluc_rate_sampled_before",
            "eval/coverage", "eval/coverage_before", "eval/coverage_sampled", "eval/numbers_per_response",
            "rl/role/solver/halluc_rate", "rl/role/solver/coverage",
            "rl/role/checker/agreement", "rl/role/checker/confirm_rate", "rl/role/checker/oracle_confirm_rate",
            "rl/role/proposer/questions", "rl/role/solver/reward_mean", "wall_time_s"]
-SWEEP_ARGS = (None, "", "mini", "mini_copy", "mini_recall", "mini_recall_long", "smoke")
+SWEEP_ARGS = (None, "", "mini", "mini_copy", "mini_recall", "mini_recall_long", "mini_recall_fresh", "smoke")
 
 
 def get_config(arg=None):
@@ -69,9 +74,10 @@ def get_config(arg=None):
 def get_sweep(arg=None):
     if arg not in SWEEP_ARGS:
         raise ValueError(f"experiments/march/table.py: unknown sweep variant {arg!r} (known: mini, mini_copy, "
-                         "mini_recall, mini_recall_long, smoke)")
+                         "mini_recall, mini_recall_long, mini_recall_fresh, smoke)")
     table_name = "march_" + (arg or "table")
-    copy, recall, long = arg == "mini_copy", arg in ("mini_recall", "mini_recall_long"), arg == "mini_recall_long"
+    copy, recall = arg == "mini_copy", arg in ("mini_recall", "mini_recall_long", "mini_recall_fresh")
+    long, fresh = arg in ("mini_recall_long", "mini_recall_fresh"), arg == "mini_recall_fresh"
     arg = "mini" if (copy or recall) else arg
     smoke, mini = arg == "smoke", arg == "mini"
     rl_arg = "smoke" if smoke else ("mini" if mini else None)
@@ -84,6 +90,8 @@ def get_sweep(arg=None):
     if recall:
         stage_extra = {f"data.task_options.{k}": v for k, v in RECALL.items()}
         stage_extra["train.steps"] = RECALL_LONG_SFT_STEPS if long else RECALL_SFT_STEPS
+        if fresh:
+            stage_extra["data.n_train"] = RECALL_FRESH_N_TRAIN
         point_extra = {f"{group}.{k}": v for group in ("rl.task_options", "agent.sft_options") for k, v in RECALL.items()}
     stages = [dict(name=f"warmstart_s{seed}", overrides={"seed": seed, **stage_extra}, arg=sft_arg) for seed in seeds]
     points = [dict(name=f"{name}_s{seed}", arg=rl_arg, arm=name,

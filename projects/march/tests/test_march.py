@@ -303,7 +303,7 @@ def test_name_first_worlds_keep_the_draws_and_the_oracle():
         nf.traces("train", 1, roles="judge")
 
 
-@pytest.mark.parametrize("variant", ["mini", "mini_copy", "mini_recall", "mini_recall_long"])
+@pytest.mark.parametrize("variant", ["mini", "mini_copy", "mini_recall", "mini_recall_long", "mini_recall_fresh"])
 def test_a_tables_world_reaches_its_warm_start_its_rl_prompts_and_its_evaluation(variant):
     """Every world option (derived, name_first, ...) of a table's SFT stage equals the RL points' (rl.task_options:
     the RL prompts and the evaluation's test split) and their own SFT options (agent.sft_options): a flag that
@@ -328,5 +328,7 @@ def test_a_tables_world_reaches_its_warm_start_its_rl_prompts_and_its_evaluation
     if variant.startswith("mini_recall"):
         assert stage["name_first"] and not stage["derived"]
         steps = {s.overrides["train.steps"] for s in sweep.stages}
-        assert steps == {10000 if variant == "mini_recall_long" else 3000}
+        assert steps == {3000 if variant == "mini_recall" else 10000}
+        n_train = {s.overrides.get("data.n_train") for s in sweep.stages}
+        assert n_train == {320000 if variant == "mini_recall_fresh" else None}
         assert nf.numfacts("test", 1, seed=0, **stage)[0]["world"]["name_first"]
