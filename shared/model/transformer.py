@@ -54,14 +54,19 @@ class Decoder(nnx.Module):
     def __call__(self, inputs, positions=None, segment_ids=None, *, cache=None, cache_index=None, kv_valid=None,
                  hidden: str = "none", pool_mask=None, attention: str = "xla",
                  layer_params: list | None = None, decode_attention: str = "xla",
-                 kv_start=None, logits: str = "dense") -> dict[str, Any]:
+                 kv_start=None, logits: str = "dense", embeds=None, embed_mask=None) -> dict[str, Any]:
         """inputs int[B,T] -> {"logits": [B,T,V], <other head>: ..., optional "hidden", "layer_hidden",
         "pooled", "cache"}.
 
         positions: [B,T] (default 0..T-1, or cache_index + 0..T-1 in decode). segment_ids: [B,T] packed
         documents (attention stays inside a document). cache: from `init_cache`; with it, cache_index is where
         these T tokens go and the returned "cache" holds them. hidden: "none" | "last" (final normed hidden
-        [B,T,D]) | "layers" (the stream after the embedding and after every layer, [L+1,B,T,D]).
+        [B,T,D]) | "layers" (the stream after the embedding and after every layer, [L+1,B,T,D]) | "prefinal"
+        ("hidden" and "prefinal" [B,T,D], the stream the final norm reads: latent-reasoning papers compare norms
+        before and after it).
+        embeds [B,T,D] + embed_mask [B,T] bool: where the mask is set, the input vector is embeds' row instead of
+        the token's embedding (image features, latent thoughts fed back as inputs); inputs there are ignored.
+        Works in prefill and in cache decode alike (T = 1 steps).
         A per-layer cache (`init_cache(..., per_layer=True)`, a list of L caches) runs the layers as a Python
         loop: each layer then reads and writes its own buffer, with no slice of a stacked cache copied per
         step (the decode loop's main cost on GPU). layer_params: that loop's per-layer parameter states
@@ -72,6 +77,8 @@ class Decoder(nnx.Module):
         A static (Python int) cache_index lets attention skip the slots after this chunk.
         """
         cfg = self.cfg
+        if hidden not in ("none", "last", "layers", "prefinal"):
+            raise ValueError(f"Decoder(hidden={hidden!r}): expected 'none', 'last', 'layers' or 'prefinal'")
         dtype = jnp.dtype(cfg.dtype)
         b, t = inputs.shape
         if positions is None:
@@ -85,6 +92,8 @@ class Decoder(nnx.Module):
         # batch-sharded rows otherwise makes XLA rematerialise the whole table anyway (FSDP gathers it too).
         table = sh.constrain(self.embed[...].astype(dtype), (None, None))
         x = jnp.take(table, inputs, axis=0)
+        if embeds is not None or embed_mask is not None:
+            x = _splice_embeds(x, embeds, embed_mask)
         x = sh.constrain(x, RESIDUAL)
         h = self.block_cls.enter(x, cfg)
 
@@ -111,7 +120,7 @@ class Decoder(nnx.Module):
             layer_params = layer_params or unstack_layer_params(layer_state, cfg.n_layers)
             # each layer follows the previous one directly: a block may leave its last residual add pending
             # for the next layer's norm kernel (layers.PendingResidual), resolved here after the last layer
-            layer_ctx = dataclasses.replace(ctx, defer_residual=not keep_layers and t == 1)
+            layer_ctx = dataclasses.replace(ctx, defer_residual=hidden not in ("layers", "prefinal") and t == 1)
             new_cache, outs = [], []
             for i in range(cfg.n_layers):
                 h, layer_cache = nnx.merge(graphdef, layer_params[i])(h, layer_ctx, {**cache[i], "layer": 0})
@@ -127,7 +136,7 @@ class Decoder(nnx.Module):
         else:
             if isinstance(h, PendingResidual):
                 h = h.resolve()
-            out = self.block_cls.exit(h, cfg)
+            out = prefinal = self.block_cls.exit(h, cfg)
             if self.block_cls.final_norm:
                 out = self.final_norm(out)
         result = {}
@@ -138,8 +147,10 @@ class Decoder(nnx.Module):
                 result["logits"] = head.chunked(out, self, cfg) if logits == "chunked" else head(out, self)
             else:
                 result[name] = head(out, self)
-        if hidden in ("last", "layers"):
+        if hidden in ("last", "layers", "prefinal"):
             result["hidden"] = out
+        if hidden == "prefinal":
+            result["prefinal"] = prefinal
         if keep_layers:
             result["layer_hidden"] = jnp.concatenate([x[None], per_layer], axis=0)
         if pool_mask is not None:
@@ -148,6 +159,18 @@ class Decoder(nnx.Module):
         if cache is not None:
             result["cache"] = new_cache
         return result
+
+
+def _splice_embeds(x, embeds, embed_mask):
+    """x [B,T,D] with embeds' rows where embed_mask is set (a where, not a scatter: shapes stay static and the
+    gradient reaches embeds only at the masked positions)."""
+    if embeds is None or embed_mask is None:
+        raise ValueError("Decoder: embeds and embed_mask go together (got only "
+                         f"{'embeds' if embed_mask is None else 'embed_mask'})")
+    if embeds.shape != x.shape or embed_mask.shape != x.shape[:2]:
+        raise ValueError(f"Decoder: embeds {tuple(embeds.shape)} must be [B,T,D] = {tuple(x.shape)} and embed_mask "
+                         f"{tuple(embed_mask.shape)} [B,T] = {tuple(x.shape[:2])}")
+    return jnp.where(embed_mask.astype(bool)[..., None], embeds.astype(x.dtype), x)
 
 
 def init_cache(cfg, batch: int, max_len: int, dtype=None, per_layer: bool = False) -> dict | list[dict]:
