@@ -16,7 +16,7 @@ LAYERS = (
     ("shared.config",),                                  # the config schema, loading, validation, mesh plan
     ("shared.sharding", "shared.metrics", "shared.stats", "shared.distributed"),  # meshes; metrics; CIs; barriers
     ("shared.model", "shared.data", "shared.checkpoint", "shared.eval", "shared.mi"),
-    ("shared.train", "shared.rewards"),                  # the Trainer, losses, SFT; the reward contract
+    ("shared.train", "shared.rewards", "shared.latent"),  # the Trainer, losses, SFT; the reward contract; latents
     ("shared.rl", "shared.rm", "shared.diffusion"),      # post-training loops on the Trainer
     ("shared.agent",),                                   # multi-turn, multi-role rollouts with tools, on the RL loop
     ("shared.judges",),                                  # model-backed rewards and judges
