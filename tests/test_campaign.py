@@ -191,6 +191,9 @@ def test_no_table_named_prints_where_the_campaign_stands_and_a_gpu_table_needs_a
     assert campaign.main([f"--campaign={path}"]) == 0
     out = capsys.readouterr().out
     assert "2 tables: 0 done, 2 pending" in out and "gpu_table" in out and f"--campaign={path} --next=2" in out
+    # one GPU you keep: the first ready table's own sweep command and where its files go
+    assert ("the first one:  python -m shared.sweep --config=experiments/quickstart.py:smoke "
+            "--workdir=runs/gpu_table --parallel=2") in out and "from runs/gpu_table/ into r/" in out
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert campaign.main([f"--campaign={path}", "--next=1"]) == 2
     assert "gpu_table: estimated in GPU-minutes, and no GPU is visible" in capsys.readouterr().err

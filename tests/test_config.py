@@ -115,6 +115,12 @@ def test_missing_file_and_missing_get_config(tmp_path):
     with pytest.raises(ConfigError) as e:   # a misspelt file name: the closest file of its folder
         load_config(str(tmp_path / "quickstrat.py"))
     assert_one_line(e, "config file not found", f"did you mean {tmp_path / 'quickstart.py'}?")
+    with pytest.raises(ConfigError) as e:   # a folder: its config files
+        load_config(str(tmp_path))
+    assert_one_line(e, f"config path {tmp_path} is a folder", "empty.py, quickstart.py")
+    with pytest.raises(ConfigError) as e:   # a module name instead of a path
+        load_config("experiments.quickstart")
+    assert_one_line(e, "config file not found", "--config=experiments/quickstart.py")
     no_arg = tmp_path / "noarg.py"
     no_arg.write_text("from shared.config import base_config\ndef get_config():\n    return base_config()\n")
     assert load_config(str(no_arg)).task == "pretrain"

@@ -49,6 +49,15 @@ def _resolve_path(path: str) -> str:
         return in_repo
     cwd = os.getcwd()
     looked = cwd if os.path.abspath(cwd) == os.path.abspath(REPO_ROOT) else f"{cwd} and {REPO_ROOT}"
+    for place in (path, in_repo):   # a folder (experiments/march): name its config files
+        if os.path.isdir(place):
+            files = sorted(f for f in os.listdir(place) if f.endswith(".py") and not f.startswith("_"))
+            raise ConfigError(f"config path {path} is a folder, not a config file; its config files: "
+                              f"{', '.join(files) or 'none'} (--config={os.path.join(path, 'FILE.py')}[:VARIANT])")
+    dotted = path.replace(".", "/") + ".py"   # a module name (experiments.march.numfacts)
+    if "/" not in path and "." in path and os.path.isfile(os.path.join(REPO_ROOT, dotted)):
+        raise ConfigError(f"config file not found: {path} (looked in {looked}); configs are file paths: "
+                          f"--config={dotted}")
     folder = os.path.dirname(in_repo if not os.path.isabs(path) else path)
     siblings = sorted(f for f in os.listdir(folder) if f.endswith(".py")) if os.path.isdir(folder) else []
     close = difflib.get_close_matches(os.path.basename(path), siblings, n=1)

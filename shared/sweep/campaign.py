@@ -141,8 +141,14 @@ def summary(entries: list[dict], campaign_path: str = "CAMPAIGN", root: str = RE
              "estimates). Next ready:"]
     for e in ready[:show]:
         lines.append(f"  {e['name']:<34} {float(e['est_gpu_min']):>6.0f} GPU-min  {status(e, root)}")
-    lines += [f"Run the next two:  python -m shared.sweep.campaign --campaign={campaign_path} --next=2 "
-              "--time_budget_s=540", "Run named tables: --run=NAME,NAME.  Every table: CAMPAIGN.md beside the file."]
+    if ready:   # a GPU you keep: the first table by hand, and where its files go
+        first = ready[0]
+        lines += [f"On a GPU machine you keep, the first one:  {shown_command(first, root)}",
+                  f"  then copy results.csv, results.md, the plot and manifest.json from runs/{first['name']}/ "
+                  f"into {first['results']}/ and commit them."]
+    lines += [f"On short leases (stops after 540 s; the same command continues it):  python -m shared.sweep.campaign "
+              f"--campaign={campaign_path} --next=2 --time_budget_s=540",
+              "Run named tables: --run=NAME,NAME.  Every table: CAMPAIGN.md beside the file."]
     return "\n".join(lines)
 
 
