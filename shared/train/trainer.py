@@ -10,6 +10,7 @@ Projects customise through `loss_fn` (their own forward/objective) and hooks (`o
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -88,13 +89,17 @@ def opt_state_shardings(optimizer, params, mesh):
 class Trainer:
     def __init__(self, config, workdir: str, *, loss_fn: Callable | None = None, hooks: Iterable[Hook] = (),
                  mesh=None, init_params: Callable[[Any], Any] | None = None,
-                 loss_fn_factory: Callable[[str], Callable] | None = None, loading: str | None = None):
+                 loss_fn_factory: Callable[[str], Callable] | None = None, loading: str | None = None,
+                 build_model_fn: Callable[[Any, int], nnx.Module] | None = None):
         """loss_fn: the objective (default: LOSSES[config.train.loss] on the decoder's logits); or
         loss_fn_factory(attention) -> loss_fn when the objective needs the attention implementation chosen here.
         init_params(abstract_params) -> params: optional warm start (e.g. HF import) used when no checkpoint
         exists yet. loading: set when this Trainer only reads another run's checkpoint (a warm start, a reward
         model): the restore prints "[train] <loading> <workdir> (step N)", e.g. "warm start from", instead of
-        "resumed from", which is for a run continuing in its own workdir."""
+        "resumed from", which is for a run continuing in its own workdir.
+        build_model_fn(config, seed) -> nnx.Module: a model other than the Decoder of config.model (e.g. a vision
+        encoder + projector + decoder); loss_fn then receives its graphdef and params. FLOPs and MFU are still
+        counted from config.model (the decoder), the memory preflight on the whole state."""
         self.config = config
         self.workdir = workdir
         if mesh is None:
@@ -109,8 +114,12 @@ class Trainer:
         self.loss_fn = loss_fn or lm_loss_fn(config, self.attention)
 
         with sh.use_mesh(self.mesh, self.rules):
-            self.graphdef, params_state = create_sharded(config.model, self.mesh, config.seed, self.rules,
-                                                         check=self._check_state_fits)
+            if build_model_fn is not None:
+                self.graphdef, params_state = sh.init_sharded(functools.partial(build_model_fn, config, config.seed),
+                                                              self.mesh, self.rules, check=self._check_state_fits)
+            else:
+                self.graphdef, params_state = create_sharded(config.model, self.mesh, config.seed, self.rules,
+                                                             check=self._check_state_fits)
             params = params_state.to_pure_dict()  # self.optimizer / self.schedule: made by the preflight
             opt_state = self._init_opt_state(params)
         replicated = NamedSharding(self.mesh, PartitionSpec())
