@@ -3,6 +3,8 @@ from ../shared/data/images/mnist_5k/mnist_5k.csv.gz, never copied into the repo)
 CI (synthetic_pool), with pixel attributes and the document / search-bank / executor splits.
 
 File format: one image a line, 785 comma-separated ints: 784 pixels (0..255, row-major 28x28), then the label.
+Reading the file (resolve, read_mnist) and the procedural glyphs (draw_glyph, STROKES) live in shared/data/mnist.py
+and are re-exported here.
 
 Attributes, measured on the ink mask (pixels >= INK) or the grey levels, then binned into 3 levels each by rank
 tertiles of the whole pool (exact thirds; ties go by the tie-breakers, then by index):
@@ -18,16 +20,15 @@ Splits, per digit in row order: the first 30% "doc" (150 of 500), the next 50% "
 """
 from __future__ import annotations
 
-import gzip
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from shared.data.mnist import (  # noqa: F401  re-exported: callers and tests use them from here
+    _ARC_TOP, DEFAULT_PATH, REPO_ROOT, STROKES, _segment_distance, draw_glyph, read_mnist, resolve,
+)
 from shared.data.sources import DataError
 
-DEFAULT_PATH = "../shared/data/images/mnist_5k/mnist_5k.csv.gz"   # relative to the repo root
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PER_DIGIT = 500
 INK = 128                                   # a pixel is ink at or above this grey level
 ATTRS = ("thick", "slant", "size")
@@ -157,38 +158,9 @@ def make_pool(images: np.ndarray, labels: np.ndarray, source: str = "") -> Pool:
 # the MNIST 5k file
 
 
-def resolve(path: str) -> str:
-    """path as given when it exists, else relative to the repo root (the default is written relative to it)."""
-    if os.path.isabs(path) or os.path.exists(path):
-        return path
-    return os.path.normpath(os.path.join(REPO_ROOT, path))
-
-
-def read_mnist(path: str = DEFAULT_PATH) -> tuple[np.ndarray, np.ndarray]:
-    """(images uint8 [N, 28, 28], labels int64 [N]) of an MNIST csv(.gz); DataError naming the path when it is absent
-    or malformed."""
-    full = resolve(path)
-    if not os.path.exists(full):
-        raise DataError(f"atp_mnist.pool_path: {path} does not exist (looked at {full}; the MNIST 5k file of "
-                        f"../shared/data/images/mnist_5k/, read in place, never copied into the repo)")
-    opener = gzip.open if full.endswith(".gz") else open
-    with opener(full, "rt") as f:
-        lines = [line for line in f.read().splitlines() if line.strip()]
-    try:
-        rows = np.array([line.split(",") for line in lines], dtype=np.int64)
-    except ValueError as e:                 # ragged rows or non-integers
-        raise DataError(f"{full}: every line must hold 785 comma-separated ints ({e})") from None
-    if rows.ndim != 2 or rows.shape[1] != 785:
-        raise DataError(f"{full}: expected 785 ints a line (784 pixels, then the label), got shape {rows.shape}")
-    pixels, labels = rows[:, :784], rows[:, 784]
-    if pixels.min() < 0 or pixels.max() > 255 or labels.min() < 0 or labels.max() > 9:
-        raise DataError(f"{full}: pixels must be in 0..255 and labels in 0..9")
-    return pixels.reshape(-1, 28, 28).astype(np.uint8), labels
-
-
 def load_pool(path: str = DEFAULT_PATH) -> Pool:
     """The MNIST 5k pool (500 per digit required: the splits are 150 / 250 / 100 per digit)."""
-    images, labels = read_mnist(path)
+    images, labels = read_mnist(path, name="atp_mnist.pool_path")
     counts = np.bincount(labels, minlength=10)
     if (counts != PER_DIGIT).any():
         raise DataError(f"{path}: expected {PER_DIGIT} images per digit, got {counts.tolist()}")
@@ -196,50 +168,7 @@ def load_pool(path: str = DEFAULT_PATH) -> Pool:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# procedural glyphs (CI without the data folder)
-
-# Polylines per digit in a unit box (x right, y down); each inner list is one pen stroke.
-_ARC_TOP = [(0.15, 0.25), (0.3, 0.05), (0.7, 0.05), (0.85, 0.25)]
-STROKES = {
-    0: [[(0.5, 0.0), (0.85, 0.2), (0.85, 0.8), (0.5, 1.0), (0.15, 0.8), (0.15, 0.2), (0.5, 0.0)]],
-    1: [[(0.35, 0.15), (0.55, 0.0), (0.55, 1.0)]],
-    2: [_ARC_TOP + [(0.8, 0.45), (0.1, 1.0), (0.9, 1.0)]],
-    3: [[(0.15, 0.1), (0.5, 0.0), (0.85, 0.2), (0.5, 0.48), (0.85, 0.75), (0.5, 1.0), (0.15, 0.9)]],
-    4: [[(0.65, 1.0), (0.65, 0.0), (0.1, 0.65), (0.9, 0.65)]],
-    5: [[(0.85, 0.0), (0.2, 0.0), (0.15, 0.45), (0.7, 0.45), (0.85, 0.7), (0.6, 1.0), (0.15, 0.92)]],
-    6: [[(0.75, 0.0), (0.25, 0.4), (0.15, 0.8), (0.5, 1.0), (0.85, 0.8), (0.7, 0.5), (0.2, 0.55)]],
-    7: [[(0.1, 0.0), (0.9, 0.0), (0.4, 1.0)], [(0.35, 0.5), (0.75, 0.5)]],
-    8: [[(0.5, 0.5), (0.15, 0.25), (0.5, 0.0), (0.85, 0.25), (0.5, 0.5), (0.1, 0.75), (0.5, 1.0), (0.9, 0.75),
-         (0.5, 0.5)]],
-    9: [[(0.8, 0.45), (0.3, 0.5), (0.15, 0.2), (0.5, 0.0), (0.85, 0.2), (0.8, 0.45), (0.6, 1.0)]],
-}
-
-
-def _segment_distance(px: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    ab = b - a
-    t = np.clip(((px - a) @ ab) / max(float(ab @ ab), 1e-9), 0.0, 1.0)
-    return np.linalg.norm(px - (a + t[:, None] * ab), axis=1)
-
-
-def draw_glyph(digit: int, rng: np.random.Generator) -> np.ndarray:
-    """One uint8 [28, 28] glyph of `digit`: its polylines, jittered, scaled to a random height, sheared by a random
-    slant, drawn with a random pen radius (anti-aliased)."""
-    height = rng.uniform(11.0, 21.0)
-    width = height * rng.uniform(0.5, 0.75)
-    shear = rng.uniform(-0.45, 0.45)          # + = the top leans right
-    radius = rng.uniform(0.5, 2.0)
-    cx, cy = 14 + rng.uniform(-1.5, 1.5), 14 + rng.uniform(-1.5, 1.5)
-    rows, cols = np.mgrid[0:28, 0:28]
-    px = np.stack([cols.ravel(), rows.ravel()], 1).astype(np.float64)
-    dist = np.full(784, np.inf)
-    for stroke in STROKES[digit]:
-        pts = np.array(stroke) + rng.normal(0.0, 0.03, (len(stroke), 2))
-        x = cx + (pts[:, 0] - 0.5) * width + shear * (0.5 - pts[:, 1]) * height
-        y = cy + (pts[:, 1] - 0.5) * height
-        xy = np.stack([x, y], 1)
-        for a, b in zip(xy[:-1], xy[1:]):
-            dist = np.minimum(dist, _segment_distance(px, a, b))
-    return (np.clip(radius + 0.5 - dist, 0.0, 1.0) * 255).round().astype(np.uint8).reshape(28, 28)
+# procedural glyphs (CI without the data folder; draw_glyph is shared.data.mnist's)
 
 
 def synthetic_pool(seed: int = 0, n_per_digit: int = 60) -> Pool:

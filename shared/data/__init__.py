@@ -11,6 +11,7 @@ rl/asdiv, rl/mawps, rl/reasoning_gym, rl/tinygsm_sym (shared/data/tasks/).
   tasks/         the built-in example sets (procedural, public, tinygsm_sym)
   tokenizers.py  Tokenizer and its implementations, build_tokenizer
   pipeline.py    tokenized corpora and packed batches for pre-training
+  mnist.py       the MNIST 5k csv reader (read_mnist, resolve) and procedural digit glyphs (draw_glyph) for CI
 """
 from shared.data.sources import (  # noqa: F401
     DataError, hash_fraction, jsonl_source, read_stdlib, read_text_file, resolve_files, split_names,
