@@ -141,6 +141,8 @@ def test_end_to_end_on_a_dummy_task(fixture_dir, tmp_path):
     (["--config={exp}", "--config.project=no_such_project"], "project: no module 'projects.no_such_project'"),
     (["--config={exp}"], "--config and --workdir are required"),
     (["--config={exp}", "--workdir=x", "--bogus"], "Unknown command line flag 'bogus'"),
+    (["--config={exp}", "--workdir=x", "--steps=3"], "flag 'steps'; config keys are set with --config.KEY=VALUE: "
+                                                     "--config.train.steps=..."),
     (["--config=experiments/quickstart.py:nosuch"], "get_config('nosuch') failed: ValueError: "
                                                     "experiments/quickstart.py: unknown variant 'nosuch'"),
 ])
@@ -211,8 +213,19 @@ def test_signal_outside_a_training_loop_is_one_line_and_exit_128_plus_signal(fix
                     "--config.task=launch_test/signal_self", f"--config.train.kill_signal={name}")
     assert result.returncode == code, result.stderr
     lines = result.stderr.strip().splitlines()
-    assert lines == [f"interrupted by SIG{name}: checkpoints in the workdir are complete; re-run the same command "
-                     "to resume"], result.stderr
+    assert lines == [f"interrupted by SIG{name} before any checkpoint was written; re-run the same command to start "
+                     "again"], result.stderr
+
+
+def test_an_interruption_names_the_checkpoints_to_resume_from_only_when_there_are_some(tmp_path):
+    from shared.launch import interrupted_message
+
+    assert "before any checkpoint" in interrupted_message("SIGINT", str(tmp_path / "never_made"))
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    assert "before any checkpoint" in interrupted_message("SIGINT", str(tmp_path / "run"))
+    (tmp_path / "run" / "checkpoints" / "5").mkdir()
+    assert interrupted_message("SIGINT", str(tmp_path / "run")) == (
+        "interrupted by SIGINT: checkpoints in the workdir are complete; re-run the same command to resume")
 
 
 def test_list_prints_every_registry(fixture_dir):

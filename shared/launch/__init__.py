@@ -88,11 +88,32 @@ def split_config_overrides(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return rest, overrides
 
 
+def _config_key_hint(name: str) -> str:
+    """A mistyped flag that is a config key's name (--steps=3): the --config.KEY=VALUE spelling of every key of the
+    base config with that last name."""
+    from shared.config.base import base_config
+
+    def leaves(config, prefix=""):
+        for key, value in config.items():
+            path = f"{prefix}{key}"
+            if hasattr(value, "items"):
+                yield from leaves(value, path + ".")
+            else:
+                yield path
+
+    matches = [path for path in leaves(base_config()) if path.rsplit(".", 1)[-1] == name]
+    if not matches:
+        return "; config keys are set with --config.KEY=VALUE"
+    return "; config keys are set with --config.KEY=VALUE: " + " or ".join(f"--config.{m}=..." for m in matches)
+
+
 def parse_args(argv: Sequence[str]) -> tuple[flags.FlagValues, list[str]]:
     rest, overrides = split_config_overrides(argv)
     fv = _flag_values()
     try:
         positional = fv(["shared.launch", *rest])[1:]
+    except flags.UnrecognizedFlagError as e:
+        raise ConfigError(" ".join(str(e).split()) + _config_key_hint(e.flagname)) from None
     except flags.Error as e:
         raise ConfigError(" ".join(str(e).split())) from None
     if positional:
@@ -398,6 +419,17 @@ def run(config_spec: str, workdir: str, overrides: Sequence[str] = (), mesh: str
             lock.release()
 
 
+def interrupted_message(signal_name: str, workdir: str) -> str:
+    """What a signal outside the training loop leaves: complete checkpoints to resume from, or none yet."""
+    from shared import fs
+
+    checkpoints = fs.join(workdir, "checkpoints")
+    if fs.isdir(checkpoints) and fs.listdir(checkpoints):
+        return (f"interrupted by {signal_name}: checkpoints in the workdir are complete; re-run the same command "
+                "to resume")
+    return f"interrupted by {signal_name} before any checkpoint was written; re-run the same command to start again"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry; argv excludes the program name. Returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -426,8 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 1
     except Interrupted as e:
-        print(f"interrupted by {e}: checkpoints in the workdir are complete; re-run the same command to resume",
-              file=sys.stderr, flush=True)
+        print(interrupted_message(str(e), fv.workdir), file=sys.stderr, flush=True)
         return e.exit_code
     if metrics:
         from shared.launch.summary import render
