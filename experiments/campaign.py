@@ -66,12 +66,6 @@ ENTRIES = [
          results="projects/atp_mnist/results/pipeline", parallel=2, est_gpu_min=0, est_wall_min=5, state="ready",
          note="CPU only: the programmatic planner zoo on 2,000 test items a seed, 5 seeds (reads "
               "../shared/data/images/mnist_5k); the trained planners and judges are GPU tables not built yet"),
-    dict(name="atp_mnist_zoo", config="experiments/atp_mnist/planners.py",
-         results="projects/atp_mnist/results/zoo", parallel=9, est_gpu_min=60, est_wall_min=15, state="ready",
-         note="the trained planner zoo: 9 SFT stages (unified S/M/L, 6 other mixtures at M, an under-trained "
-              "unified M), 3,000 steps of 64 x 2,048 bytes, then 3 evaluation points (every system answers 2,000 "
-              "test items greedily, 512 new bytes; E and plan metrics). Carry ../shared/data/images/mnist_5k in "
-              ".carry/data/images/. Estimate, not measured"),
     # -- to run, cheapest decisive first --------------------------------------------------------------------------
     dict(name="proxy_grm_hard_cf", config="experiments/proxy_grm/table.py:hard_cf",
          results="projects/proxy_grm/results/hard_cf", parallel=9, est_gpu_min=10, est_wall_min=5, measured=True,
@@ -102,7 +96,8 @@ ENTRIES = [
               "signal). 2 H200s, 2026-11-28: 10.5 min wall over 2 back-to-back calls"),
     dict(name="march_mini_recall_long", config="experiments/march/table.py:mini_recall_long",
          results="projects/march/results/mini_recall_long", parallel=6, est_gpu_min=50, est_wall_min=40,
-         state="ready", stages_at_once=1,
+         state="needs a reason to finish: parked behind march_mini_recall_spec (the 4 x 256 model limits the "
+               "lookup)", stages_at_once=1,
          note="mini_recall with 10,000-step warm starts; stages checkpoint every 500 steps. Measured 2026-11-28 (one "
               "H200 of a 4-GPU host, 3 at once): 9,125 of 10,000 steps in 3 back-to-back 9-minute calls (~1,780 s a "
               "stage), then the lease ran out and the stages were lost. Now a seed at a time (stages_at_once=1: "
@@ -117,11 +112,23 @@ ENTRIES = [
               "mini_recall_fresh is the next setup"),
     dict(name="march_mini_recall_fresh", config="experiments/march/table.py:mini_recall_fresh",
          results="projects/march/results/mini_recall_fresh", parallel=6, est_gpu_min=45, est_wall_min=40,
-         state="ready", stages_at_once=1,
+         state="needs a reason to finish: parked behind march_mini_recall_spec (the 4 x 256 model limits the "
+               "lookup)", stages_at_once=1,
          note="mini_recall_long's 10,000 steps over 320k traces (2 passes) instead of 60k (~11): is the lookup short "
               "of data? ~2.5 min of trace generation per warm start, then ~8.5 min of training alone on one H200; "
               "2 seeds a 27-minute lease (measured on mini_recall_long). Check eval/halluc_rate_before (sft arm) in "
-              "0.3-0.5 and rl/role/solver/reward_mean above -0.95 first"),
+              "0.3-0.5 and rl/role/solver/reward_mean above -0.95 first. 2026-11-29 (3rd), one H200 alone, 2 calls: "
+              "trace generation + a warm start ~9 min, seed 0 whole, seed 1's warm start at step 1,272 when the "
+              "time ran out. Seed 0: greedy halluc 0.69 (mini_recall_long: 0.645 / 0.617), MARCH's reward -0.94: "
+              "5x the traces did not help, so the model limits the lookup; mini_recall_spec is the next setup "
+              "(seeds 1-2 here only if a ledger interval is wanted)"),
+    dict(name="march_mini_recall_spec", config="experiments/march/table.py:mini_recall_spec",
+         results="projects/march/results/mini_recall_spec", parallel=6, est_gpu_min=60, est_wall_min=60,
+         state="ready", stages_at_once=1,
+         note="mini_recall with the spec's 8 x 512 model (D.2) in the warm start (6,000 steps, lr 1e-3) and the RL "
+              "points (B = 32, 100 steps). Estimate: ~15-20 min a warm start alone on one H200 (8x the mini "
+              "model's FLOPs a token at the mini model's 7% MFU), one seed a 27-minute lease. Check "
+              "eval/halluc_rate_before (sft arm) in 0.3-0.5 and rl/role/solver/reward_mean above -0.95 first"),
     dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
          results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
          state="ready", note="holistic vs rubric_pvr x 3 seeds (1 H200, 2026-11-28: 8 min in one 540 s call): "
@@ -222,6 +229,18 @@ ENTRIES = [
          state="needs a served judge model with tool calling: JUDGE_BASE_URL / JUDGE_MODEL (vLLM "
          "--enable-auto-tool-choice); no weights reachable offline",
          note="settings none/fair/operational x 3 seeds x 600 cases, 32 concurrent; estimate, not measured"),
+    dict(name="atp_mnist_zoo", config="experiments/atp_mnist/planners.py",
+         results="projects/atp_mnist/results/zoo", parallel=4, est_gpu_min=100, est_wall_min=100, state="ready",
+         note="the trained planner zoo: 9 SFT stages (unified S/M/L, 6 other mixtures at M, an under-trained "
+              "unified M), 3,000 steps of 64 x 2,048 bytes, then 3 evaluation points (every system answers 2,000 "
+              "test items greedily, 512 new bytes; E and plan metrics). Carry ../shared/data/images/mnist_5k in "
+              ".carry/data/images/. 2026-11-29 (one H200, 480 s, --parallel=9): 5 of 9 stages ran out of GPU "
+              "memory (a step of an M stage allocates 24 GiB, L 41 GiB); the 4 others ran at 230-525k tok/s each "
+              "(unified_S: 1,829 of 3,000 steps in ~7.5 min; M stages 800-1,100) and were lost with the lease. "
+              "So at most 4 at once on one H200, ~100 GPU-min in all, and the 3 evaluation points need all 9 "
+              "stages: the table does not fit one 27-minute lease of one H200 (a 4-GPU lease, or evaluation "
+              "points per system). No ledger claim reads it yet (the judges are next), so it runs after the "
+              "decisive tables"),
     # -- issue 36's papers: warm-start competence first, then the tables (estimates, not measured) ---------------
     dict(name="base_countdown", config="experiments/base/countdown.py",
          results="experiments/base/results/base_countdown", parallel=9, est_gpu_min=4, est_wall_min=4, state="ready",

@@ -36,7 +36,7 @@ ARMS = {
     "oracle": {"march.reward": "oracle", "agent.roles.checker.train": False},
 }
 MINI_ARMS = ("sft", "march", "symmetric")
-SWEEP_VARIANTS = ("mini", "mini_copy", "mini_recall", "mini_recall_long", "mini_recall_fresh")
+SWEEP_VARIANTS = ("mini", "mini_copy", "mini_recall", "mini_recall_long", "mini_recall_fresh", "mini_recall_spec")
 # mini_copy: the mini table on queries without the derived sum / difference (numfacts derived=False): the mini
 # table's warm start sat at the floor (99.5% of answers hallucinated), the derived value needing arithmetic a tiny
 # model cannot do (projects/march/README.md)
@@ -58,12 +58,20 @@ RECALL_LONG_SFT_STEPS = 10000
 # reward -0.98: no signal). Those warm starts saw each of the 60k traces ~11 times; the same steps over 320k traces
 # (2 passes; generating them takes ~2.5 min of one CPU core) test whether the lookup is short of data, not of steps
 RECALL_FRESH_N_TRAIN = 320000
+# mini_recall_spec: mini_recall_fresh's seed 0 answered 69% hallucinated (mini_recall_long: 63%): 5x the traces did not
+# help, so the 4 x 256 model, not the data, limits the lookup. The spec's own model (D.2: 8 layers x 512) in the stage
+# and in the RL points, at the full SFT learning rate; the RL points keep the mini table's B = 32, 100 steps and
+# memory budgets. 6,000 steps: ~8x the mini model's FLOPs per token, but the mini model ran at 7% MFU, so a stage is
+# expected at ~15-20 min alone on one H200 (to be measured)
+SPEC_MODEL = {"model.d_model": 512, "model.n_layers": 8, "model.n_heads": 8, "model.n_kv_heads": 8,
+              "model.head_dim": 64, "model.d_ff": 2048}
+RECALL_SPEC_SFT_STEPS, RECALL_SPEC_SFT_LR = 6000, 1e-3
 COLUMNS = ["eval/halluc_rate", "eval/halluc_rate_before", "eval/halluc_rate_sampled", "eval/halluc_rate_sampled_before",
            "eval/coverage", "eval/coverage_before", "eval/coverage_sampled", "eval/numbers_per_response",
            "rl/role/solver/halluc_rate", "rl/role/solver/coverage",
            "rl/role/checker/agreement", "rl/role/checker/confirm_rate", "rl/role/checker/oracle_confirm_rate",
            "rl/role/proposer/questions", "rl/role/solver/reward_mean", "wall_time_s"]
-SWEEP_ARGS = (None, "", "mini", "mini_copy", "mini_recall", "mini_recall_long", "mini_recall_fresh", "smoke")
+SWEEP_ARGS = (None, "", *SWEEP_VARIANTS, "smoke")
 
 
 def get_config(arg=None):
@@ -73,11 +81,12 @@ def get_config(arg=None):
 
 def get_sweep(arg=None):
     if arg not in SWEEP_ARGS:
-        raise ValueError(f"experiments/march/table.py: unknown sweep variant {arg!r} (known: mini, mini_copy, "
-                         "mini_recall, mini_recall_long, mini_recall_fresh, smoke)")
+        raise ValueError(f"experiments/march/table.py: unknown sweep variant {arg!r} (known: "
+                         f"{', '.join(SWEEP_VARIANTS)}, smoke)")
     table_name = "march_" + (arg or "table")
-    copy, recall = arg == "mini_copy", arg in ("mini_recall", "mini_recall_long", "mini_recall_fresh")
+    copy, recall = arg == "mini_copy", arg in SWEEP_VARIANTS[2:]
     long, fresh = arg in ("mini_recall_long", "mini_recall_fresh"), arg == "mini_recall_fresh"
+    spec = arg == "mini_recall_spec"
     arg = "mini" if (copy or recall) else arg
     smoke, mini = arg == "smoke", arg == "mini"
     rl_arg = "smoke" if smoke else ("mini" if mini else None)
@@ -93,6 +102,9 @@ def get_sweep(arg=None):
         if fresh:
             stage_extra["data.n_train"] = RECALL_FRESH_N_TRAIN
         point_extra = {f"{group}.{k}": v for group in ("rl.task_options", "agent.sft_options") for k, v in RECALL.items()}
+        if spec:
+            stage_extra.update(SPEC_MODEL, **{"train.steps": RECALL_SPEC_SFT_STEPS, "optim.lr": RECALL_SPEC_SFT_LR})
+            point_extra.update(SPEC_MODEL)
     stages = [dict(name=f"warmstart_s{seed}", overrides={"seed": seed, **stage_extra}, arg=sft_arg) for seed in seeds]
     points = [dict(name=f"{name}_s{seed}", arg=rl_arg, arm=name,
                    overrides={**overrides, **point_extra, "seed": seed,

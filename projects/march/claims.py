@@ -20,8 +20,8 @@ SOLVER_FLOOR = Level(1.0, 0.05, "floor", column=HALLUC)
 # signal whatever the hallucination rate reads (mini_recall: rates 0.90-0.99, reward -1 in all three seeds)
 NO_SIGNAL = Level(-1.0, 0.05, "floor", arm=Arm({"arm": "march"}, "rl/role/solver/reward_mean", "march"))
 FULL = ("`python -m shared.sweep --config=experiments/march/table.py --workdir=runs/march/table --parallel=8` "
-        "(the next setup first: a warm start that copies numbers; mini_recall_long was not one, "
-        "`table.py:mini_recall_fresh` is next)")
+        "(the next setup first: a warm start that copies numbers; mini_recall_long and mini_recall_fresh were not "
+        "one, `table.py:mini_recall_spec` is next)")
 
 
 def arm(name: str, value: str = HALLUC) -> Arm:

@@ -303,7 +303,8 @@ def test_name_first_worlds_keep_the_draws_and_the_oracle():
         nf.traces("train", 1, roles="judge")
 
 
-@pytest.mark.parametrize("variant", ["mini", "mini_copy", "mini_recall", "mini_recall_long", "mini_recall_fresh"])
+@pytest.mark.parametrize("variant", ["mini", "mini_copy", "mini_recall", "mini_recall_long", "mini_recall_fresh",
+                                     "mini_recall_spec"])
 def test_a_tables_world_reaches_its_warm_start_its_rl_prompts_and_its_evaluation(variant):
     """Every world option (derived, name_first, ...) of a table's SFT stage equals the RL points' (rl.task_options:
     the RL prompts and the evaluation's test split) and their own SFT options (agent.sft_options): a flag that
@@ -315,20 +316,25 @@ def test_a_tables_world_reaches_its_warm_start_its_rl_prompts_and_its_evaluation
     sweep = load_sweep(config_spec("experiments/march/table.py", variant))
     keys = list(world_options().keys())
     pick = lambda options: {k: options[k] for k in keys}   # noqa: E731
-    stages = {}
+    stages, configs = {}, []
     for stage in sweep.stages:
         config = load_config(config_spec("experiments/march/table.py", stage.arg),
                              [f"{k}={format_override_value(v)}" for k, v in stage.overrides.items()])
         stages[stage.name] = pick(config.data.task_options)
+        configs.append(config)
     for point in sweep.points:
         config = load_config(config_spec("experiments/march/table.py", point.arg),
                              [f"{k}={format_override_value(v)}" for k, v in point.overrides.items()])
+        configs.append(config)
         stage = stages[f"warmstart_s{config.seed}"]
         assert pick(config.rl.task_options) == stage == pick(config.agent.sft_options), point.name
     if variant.startswith("mini_recall"):
         assert stage["name_first"] and not stage["derived"]
         steps = {s.overrides["train.steps"] for s in sweep.stages}
-        assert steps == {3000 if variant == "mini_recall" else 10000}
+        assert steps == {{"mini_recall": 3000, "mini_recall_spec": 6000}.get(variant, 10000)}
         n_train = {s.overrides.get("data.n_train") for s in sweep.stages}
         assert n_train == {320000 if variant == "mini_recall_fresh" else None}
         assert nf.numfacts("test", 1, seed=0, **stage)[0]["world"]["name_first"]
+    # the spec's 8 x 512 model in the warm start and in every RL point that starts from it, or none of them
+    shapes = {(c.model.d_model, c.model.n_layers, c.model.d_ff) for c in configs}
+    assert shapes == {(512, 8, 2048) if variant == "mini_recall_spec" else (256, 4, 1024)}
