@@ -263,6 +263,12 @@ ENTRIES = [
          results="projects/medical_multiobjective/results/table", parallel=8, est_gpu_min=230, est_wall_min=60,
          state="ready",
          note="8 arms x 3 seeds + 3 SFT stages, 4 GPUs; RFN/Tri-Factor arms calibrate on 512 x 8 first"),
+    dict(name="mode_balanced_min", config="experiments/mode_balanced/table.py:min",
+         results="projects/mode_balanced/results/min", parallel=6, est_gpu_min=60, est_wall_min=60, state="ready",
+         stages_at_once=1,
+         note="claims 1-3's arms only (sft, lam0, lam0.1, lam1) x 3 seeds, no students: 3 warm starts + 9 RL points "
+              "of 400 steps; estimate from the table's (not measured): ~4 min a warm start, ~6-10 min an RL point, "
+              "a seed a lease on one H200"),
     dict(name="mode_balanced_table", config="experiments/mode_balanced/table.py",
          results="projects/mode_balanced/results/table", parallel=8, est_gpu_min=180, est_wall_min=60,
          state="ready",

@@ -4,6 +4,7 @@ with the SFT auxiliary loss at weight lambda; plus the distillation check (D.2.3
 
     python -m shared.sweep --config=experiments/mode_balanced/table.py --workdir=runs/mode_balanced/table --parallel=8
     python -m shared.sweep --config=experiments/mode_balanced/table.py:stepwise --workdir=runs/mode_balanced/stepwise --parallel=8
+    python -m shared.sweep --config=experiments/mode_balanced/table.py:min --workdir=runs/mode_balanced/min --parallel=6 --stages_at_once=1
     python -m shared.sweep --config=experiments/mode_balanced/table.py:smoke --workdir=/tmp/mode_balanced_smoke   # CI
 
 Points (3 seeds each):
@@ -13,7 +14,8 @@ Points (3 seeds each):
   student_label   D.2.3: the same student, SFT on the gold labels alone
 Default: outcome-only GRPO on the label with a format gate (spec A.2's simpler variant, run first). ":stepwise":
 the RL arms with Stepwise-GRPO (per-check rewards, shared/rl/stepwise.py) instead, same warm starts (its own
-stages: a separate workdir), no students.
+stages: a separate workdir), no students. ":min": only the arms claims 1-3 read (sft, lam0, lam0.1, lam1), no
+students: half the RL points, so the claims can decide on short machine leases (a seed at a time).
 The metrics are the evaluation hook's (projects/mode_balanced/tasks.py): mb/{overall,head,tail}/{accuracy,
 macro_f1,consistency,format_valid,first_token_entropy}, mb/tail/head_label_on_tail (the mode-collapse indicator)
 and per rule mb/tail/accuracy_L<k>; "..._before" for the warm start.
@@ -28,7 +30,8 @@ from projects.mode_balanced.config import LAMBDAS, smoke as smoke_config, studen
     with_rl
 
 SEEDS = (0, 1, 2)
-SWEEP_VARIANTS = ("stepwise",)
+SWEEP_VARIANTS = ("stepwise", "min")
+MIN_LAMBDAS = (0.0, 0.1, 1.0)     # the arms claims 1-3 read (projects/mode_balanced/claims.py)
 VARIANTS = ("stepwise", "warmstart", "teacher_outputs", "student_afrl", "student_label")
 KINDS = ("", "stepwise", "warmstart", "teacher_outputs", "student_afrl", "student_label")
 COLUMNS = ["mb/overall/macro_f1", "mb/overall/macro_f1_before", "mb/overall/accuracy", "mb/overall/accuracy_before",
@@ -46,10 +49,10 @@ def get_config(arg=None):
     """"": an RL arm (lambda by override rl.sft_aux.weight); "stepwise": the same with Stepwise-GRPO; "warmstart",
     "teacher_outputs", "student_afrl", "student_label": the stages and students; "<kind>_smoke" / "smoke": CI."""
     is_smoke = arg == "smoke" or (arg or "").endswith("_smoke")
-    kind = "" if arg == "smoke" else (arg or "").removesuffix("_smoke")
+    kind = "" if arg in ("smoke", "min") else (arg or "").removesuffix("_smoke")   # min: the table's RL arm
     if kind not in KINDS:
         raise ValueError(f"experiments/mode_balanced/table.py: unknown variant {arg!r} (known: "
-                         f"{', '.join(k for k in KINDS if k)}, smoke, <kind>_smoke)")
+                         f"{', '.join(k for k in KINDS if k)}, min, smoke, <kind>_smoke)")
     policy = base.get_config("smoke" if is_smoke else None)
     if kind == "warmstart":
         return policy
@@ -68,12 +71,13 @@ def get_config(arg=None):
 
 
 def get_sweep(arg=None):
-    if arg not in (None, "", "stepwise", "smoke"):
-        raise ValueError(f"experiments/mode_balanced/table.py: unknown sweep variant {arg!r} (known: stepwise, smoke)")
-    smoke, stepwise = arg == "smoke", arg == "stepwise"
+    if arg not in (None, "", *SWEEP_VARIANTS, "smoke"):
+        raise ValueError(f"experiments/mode_balanced/table.py: unknown sweep variant {arg!r} (known: "
+                         f"{', '.join(SWEEP_VARIANTS)}, smoke)")
+    smoke, stepwise, minimal = arg == "smoke", arg == "stepwise", arg == "min"
     suffix = "_smoke" if smoke else ""
     seeds = SEEDS[:1] if smoke else SEEDS
-    lambdas = (0.0, 0.1) if smoke else LAMBDAS
+    lambdas = (0.0, 0.1) if smoke else (MIN_LAMBDAS if minimal else LAMBDAS)
     rl_arg = "stepwise" if stepwise else ("smoke" if smoke else None)
     stages = [dict(name=f"warmstart_s{s}", overrides={"seed": s}, arg="warmstart" + suffix) for s in seeds]
     start = {s: {"seed": s, "train.init_from": f"run:{{stage:warmstart_s{s}}}"} for s in seeds}
@@ -81,7 +85,7 @@ def get_sweep(arg=None):
     points += [dict(name=f"{lam_name(lam)}_s{s}", arg=rl_arg, arm=lam_name(lam),
                     overrides={**start[s], "rl.sft_aux.weight": lam})
                for lam in lambdas for s in seeds]
-    if not stepwise:
+    if not (stepwise or minimal):
         stages += [dict(name=f"teacher_s{s}", arg="teacher_outputs" + suffix,
                         overrides={"seed": s, "mode_balanced.teacher": f"{{stage:warmstart_s{s}}}"}) for s in seeds]
         points += [dict(name=f"student_afrl_s{s}", arg="student_afrl" + suffix, arm="student_afrl",
@@ -89,5 +93,5 @@ def get_sweep(arg=None):
                    for s in seeds]
         points += [dict(name=f"student_label_s{s}", arg="student_label" + suffix, arm="student_label",
                         overrides={"seed": s}) for s in seeds]
-    return dict(name="mode_balanced_" + ("stepwise" if stepwise else "smoke" if smoke else "table"), stages=stages,
+    return dict(name="mode_balanced_" + (arg or "table"), stages=stages,
                 points=points, columns=COLUMNS, group=["arm"], plot=dict(kind="bars", metric="mb/tail/accuracy"))

@@ -14,6 +14,9 @@ from shared.stats.claims import Arm, Claim
 RESULTS = None        # "projects/mode_balanced/results/table" once committed (then drop not_run)
 TABLE = ("`python -m shared.sweep --config=experiments/mode_balanced/table.py --workdir=runs/mode_balanced/table "
          "--parallel=8` (one H100 or more; see README.md \"Cost\")")
+# claims 1-3 read only sft, lam0, lam0.1, lam1: the :min table runs just those (campaign row mode_balanced_min)
+MIN_TABLE = ("`python -m shared.sweep --config=experiments/mode_balanced/table.py:min --workdir=runs/mode_balanced/min "
+             "--parallel=6 --stages_at_once=1` (or the full table)")
 HEAD, TAIL, F1 = "mb/head/accuracy", "mb/tail/accuracy", "mb/overall/macro_f1"
 COLLAPSE = "mb/tail/head_label_on_tail"
 FIRST_TOKEN = "eval/greedy_accuracy"     # the students' greedy first-character accuracy on the overall test split
@@ -24,8 +27,9 @@ def arm(name: str, value: str) -> Arm:
 
 
 def claim(cid, text, a, b, direction, margin=0.0, paper="", note="", arms=""):
+    table = TABLE if cid.startswith("4") else MIN_TABLE
     return Claim(cid, text, results=RESULTS, a=a, b=b, direction=direction, margin=margin, paired=True, paper=paper,
-                 note=note, not_run=f"arms {arms} of {TABLE}")
+                 note=note, not_run=f"arms {arms} of {table}")
 
 
 CLAIMS = [

@@ -169,3 +169,17 @@ def test_smoke_rl_with_stepwise_grpo_and_the_sft_stream_on_8_cpu_devices(tmp_pat
     # the demonstrations' position is checkpointed with the prompts' (orbax writes the data_state JSON as metadata)
     data_state = json.loads((tmp_path / "checkpoints" / "1" / "data_state" / "metadata").read_text())
     assert data_state["sft_aux"] == {"epoch": 0, "index": 4}
+
+
+def test_the_min_table_runs_exactly_the_arms_claims_1_to_3_read():
+    """:min exists to decide claims 1-3 on short leases: an arm a claim reads but the table lacks would leave the
+    claim unanswerable after the runs, an extra arm would spend GPU time no claim reads."""
+    from experiments.mode_balanced.table import get_sweep
+    from projects.mode_balanced.claims import CLAIMS
+
+    read = {term.where["arm"] for claim in CLAIMS if claim.id[0] in "123" for side in (claim.a, claim.b)
+            if hasattr(side, "terms") for _, term in side.terms()}
+    sweep = get_sweep("min")
+    assert {p["arm"] for p in sweep["points"]} == read == {"sft", "lam0", "lam0.1", "lam1"}
+    assert {p["overrides"]["seed"] for p in sweep["points"]} == {0, 1, 2}
+    assert [s["name"] for s in sweep["stages"]] == ["warmstart_s0", "warmstart_s1", "warmstart_s2"]
