@@ -256,6 +256,11 @@ ENTRIES = [
     dict(name="base_arithmetic_cot", config="experiments/base/arithmetic_cot.py",
          results="experiments/base/results/base_arithmetic_cot", parallel=6, est_gpu_min=50, est_wall_min=15,
          state="ready", note="9 points (1000/2000/4000 steps x 3 seeds), 352-token greedy eval on ood"),
+    dict(name="etr_countdown_min", config="experiments/etr/countdown_table.py:min",
+         results="projects/etr/results/countdown_min", parallel=8, est_gpu_min=65, est_wall_min=65, state="ready",
+         stages_at_once=2,
+         note="GRPO and ETR-full x 5 seeds (criteria 1, 2, 5), no pilots: 5 SFT stages + 10 RL points; estimate "
+              "from the full table's (not measured): ~2 min a stage, ~5-6 min a point with its evaluation"),
     dict(name="etr_countdown", config="experiments/etr/countdown_table.py", results="projects/etr/results/countdown",
          parallel=16, est_gpu_min=225, est_wall_min=60, state="ready",
          note="7 arms x 5 seeds + 5 SFT + 5 ETR pilot stages, 4 GPUs, several leases (bundles)"),
@@ -276,6 +281,10 @@ ENTRIES = [
     dict(name="mode_balanced_stepwise", config="experiments/mode_balanced/table.py:stepwise",
          results="projects/mode_balanced/results/stepwise", parallel=8, est_gpu_min=160, est_wall_min=50,
          state="ready", note="Stepwise-GRPO, same arms, 4 GPUs"),
+    dict(name="etr_cot_min", config="experiments/etr/cot_table.py:min", results="projects/etr/results/cot_min",
+         parallel=8, est_gpu_min=190, est_wall_min=60, state="needs base_arithmetic_cot: set "
+         "experiments/base/arithmetic_cot.py STEPS from its competence table",
+         note="GRPO and ETR-full x 5 seeds (criteria 1, 2, 5), no pilots: 2/7 of etr_cot's RL points"),
     dict(name="etr_cot", config="experiments/etr/cot_table.py", results="projects/etr/results/cot",
          parallel=16, est_gpu_min=660, est_wall_min=180, state="needs base_arithmetic_cot: set "
          "experiments/base/arithmetic_cot.py STEPS from its competence table",

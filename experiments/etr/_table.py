@@ -8,6 +8,9 @@ as the running mean up to each step (projects/etr/config.py).
 RL (D.2 / section b): B = 64 prompts x G = 16, 2 mini-batches per rollout batch (ratios move, so clipping acts),
 200 RL steps = 400 actor updates, AdamW 2e-5 constant, token-mean, no KL (section b allows 0 or 1e-3; 0 lets the
 entropy move, which claim 1 is about), temperature 1.0. 5 seeds.
+
+":min": GRPO and ETR-full only (the arms criteria 1, 2 and 5 read; projects/etr/claims.py), no pilots: 2 of the 7
+RL points a seed, so those criteria can decide on short machine leases before the rest of the table runs.
 """
 import importlib
 
@@ -18,6 +21,8 @@ from projects.etr.config import ARMS, add_etr_eval, set_arm
 SEEDS = (0, 1, 2, 3, 4)
 RL_STEPS = 200          # x 2 mini-batches = the spec's 400 actor updates
 PILOT_SEED_OFFSET = 100
+MIN_ARMS = ("grpo", "etr_full")
+SWEEP_VARIANTS = ("min",)
 COLUMNS = ["etr/id_avg@8", "etr/hard_avg@8", "etr/id_pass@16", "etr/hard_pass@16", "etr/id_avg@8_before",
            "etr/hard_avg@8_before", "etr/id_pass@16_before", "etr/hard_pass@16_before", "etr/entropy_first",
            "etr/entropy_last", "etr/entropy_auc", "etr/entropy_ratio", "etr/mixed_groups_first",
@@ -27,11 +32,11 @@ COLUMNS = ["etr/id_avg@8", "etr/hard_avg@8", "etr/id_pass@16", "etr/hard_pass@16
 
 
 def rl_config(base_module: str, task: str, task_options: dict, max_new_tokens: int, eval_tokens: int, arg=None):
-    """"" / "smoke": an RL point (arm ETR-full unless the sweep sets another; starts from train.init_from);
+    """"" / "min" / "smoke": an RL point (arm ETR-full unless the sweep sets another; starts from train.init_from);
     "base" / "base_smoke": the seed's SFT stage (the base recipe)."""
-    known = (None, "", "smoke", "base", "base_smoke")
+    known = (None, "", "min", "smoke", "base", "base_smoke")
     if arg not in known:
-        raise ValueError(f"unknown variant {arg!r} (known: smoke, base, base_smoke)")
+        raise ValueError(f"unknown variant {arg!r} (known: min, smoke, base, base_smoke)")
     smoke = arg in ("smoke", "base_smoke")
     base = importlib.import_module(base_module)
     c = base.get_config("smoke" if smoke else None)
@@ -74,17 +79,22 @@ def rl_config(base_module: str, task: str, task_options: dict, max_new_tokens: i
 
 
 def sweep(name: str, arg=None) -> dict:
-    """All arms of D.2 x SEEDS over per-seed SFT stages, plus the per-seed ETR pilot the eps-matched arm replays."""
-    smoke = arg == "smoke"
+    """All arms of D.2 x SEEDS over per-seed SFT stages, plus the per-seed ETR pilot the eps-matched arm replays
+    (arg "min": GRPO and ETR-full only, no pilots)."""
+    if arg not in (None, "", "smoke", *SWEEP_VARIANTS):
+        raise ValueError(f"unknown sweep variant {arg!r} (known: {', '.join(SWEEP_VARIANTS)}, smoke)")
+    smoke, minimal = arg == "smoke", arg == "min"
+    arms = {name: ARMS[name] for name in MIN_ARMS} if minimal else ARMS
     suffix = "_smoke" if smoke else ""
     seeds = SEEDS[:1] if smoke else SEEDS
     stages, points = [], []
     for seed in seeds:
         start = f"run:{{stage:sft_s{seed}}}"
         stages.append(dict(name=f"sft_s{seed}", overrides={"seed": seed}, arg="base" + suffix))
-        stages.append(dict(name=f"pilot_s{seed}", arg=arg,
-                           overrides={**ARMS["etr_full"], "seed": seed + PILOT_SEED_OFFSET, "train.init_from": start}))
-        for arm, keys in ARMS.items():
+        if not minimal:
+            stages.append(dict(name=f"pilot_s{seed}", arg=arg, overrides={
+                **ARMS["etr_full"], "seed": seed + PILOT_SEED_OFFSET, "train.init_from": start}))
+        for arm, keys in arms.items():
             overrides = {**keys, "seed": seed, "train.init_from": start}
             if arm == "eps_matched":
                 overrides["rl.eps_schedule.source"] = f"{{stage:pilot_s{seed}}}"

@@ -4,6 +4,7 @@ ETR-micro, ETR-macro, ETR-full, ETR-implicit) x 5 seeds, each seed's arms from o
 experiments/etr/_table.py; claims: projects/etr/claims.py.
 
     python -m shared.sweep --config=experiments/etr/cot_table.py --workdir=runs/etr/cot_table --parallel=8
+    python -m shared.sweep --config=experiments/etr/cot_table.py:min --workdir=runs/etr/cot_min --parallel=8   # criteria 1, 2, 5 first
     python -m shared.launch --config=experiments/etr/cot_table.py:smoke --workdir=runs/etr/cot_smoke   # one point
 
 Task: rl/arithmetic_cot (+ and *, both operands of d digits, d uniform in 2-5, worked traces), ID = test split,
@@ -16,7 +17,7 @@ countdown table's decode length (its docstring gives the reference run), so ~12-
 evaluation (352-token samples) a point: ~45 x 15 = ~11 GPU-hours, ~1.5 h wall on 8 GPUs. Run the base competence
 table first (experiments/base/arithmetic_cot.py).
 """
-from experiments.etr._table import rl_config, sweep
+from experiments.etr._table import SWEEP_VARIANTS, rl_config, sweep  # noqa: F401 (the sweep variants)
 
 
 def get_config(arg=None):
@@ -25,4 +26,4 @@ def get_config(arg=None):
 
 
 def get_sweep(arg=None):
-    return sweep("etr_cot" + ("_smoke" if arg == "smoke" else ""), arg)
+    return sweep("etr_cot" + (f"_{arg}" if arg else ""), arg)

@@ -4,6 +4,7 @@ ETR-micro, ETR-macro, ETR-full, ETR-implicit) x 5 seeds, each seed's arms from o
 experiments/etr/_table.py; claims: projects/etr/claims.py.
 
     python -m shared.sweep --config=experiments/etr/countdown_table.py --workdir=runs/etr/countdown_table --parallel=8
+    python -m shared.sweep --config=experiments/etr/countdown_table.py:min --workdir=runs/etr/countdown_min --parallel=8   # criteria 1, 2, 5 first
     python -m shared.launch --config=experiments/etr/countdown_table.py:smoke --workdir=runs/etr/smoke   # CI: one point
 
 Task: rl/countdown with use="subset" (each number at most once), train 3-4 numbers, ID = test split, hard = ood
@@ -19,7 +20,7 @@ has 2x the rollouts and 4x the decode length, and 200 steps: ~4-6 min a point, p
 competence table first (experiments/base/countdown.py's sweep) and set its STEPS so the warm start samples 30-50%
 right.
 """
-from experiments.etr._table import rl_config, sweep
+from experiments.etr._table import SWEEP_VARIANTS, rl_config, sweep  # noqa: F401 (the sweep variants)
 
 TASK_OPTIONS = {"use": "subset"}
 
@@ -30,4 +31,4 @@ def get_config(arg=None):
 
 
 def get_sweep(arg=None):
-    return sweep("etr_countdown" + ("_smoke" if arg == "smoke" else ""), arg)
+    return sweep("etr_countdown" + (f"_{arg}" if arg else ""), arg)

@@ -10,8 +10,11 @@ entropy, the warm start on its own samples); "ID accuracy not lower" is non-infe
 claims per ablation; the criterion holds for an ablation when both claims of one measure are reproduced.
 
 A claim reads its table once the folder holds a committed manifest; until then it is "not run yet" with the
-command that makes the table.
+command that makes the table. Criteria 1, 2 and 5 read only GRPO and ETR-full, so they read the task's ":min" table
+(results/<task>_min: those two arms, no pilots) while the full table is not committed.
 """
+import os
+
 
 from shared.stats.claims import Arm, Claim, Level
 
@@ -21,6 +24,8 @@ NAMES = {"grpo": "GRPO", "clip_higher": "Clip-higher", "eps_matched": "ε-matche
          "etr_macro": "ETR-macro", "etr_full": "ETR-full", "etr_implicit": "ETR-implicit"}
 ENTROPY, HARD, ID = "etr/entropy_last", "etr/hard_avg@8", "etr/id_avg@8"
 HARD_FLOOR = Level(0.0, 0.01, "floor", column=HARD)
+MIN_CRITERIA = ("1", "2", "5")     # the criteria whose arms (grpo, etr_full) the :min table runs
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def arm(name: str, value: str) -> Arm:
@@ -30,10 +35,14 @@ def arm(name: str, value: str) -> Arm:
 def claim(task: str, cid: str, text: str, a, b, direction: str, margin: float = 0.0, levels=(), paper="",
           note="") -> Claim:
     folder, config, parallel = TABLES[task]
+    committed = os.path.isfile(os.path.join(REPO_ROOT, folder, "manifest.json"))
+    if cid.split(" ")[0] in MIN_CRITERIA and not committed:
+        folder, config = folder + "_min", config + ":min"
     return Claim.once_run(f"{task} {cid}", text, results=folder, a=a, b=b, direction=direction, margin=margin,
                           paired=True, levels=levels, paper=paper, note=note,
-                          not_run=f"`python -m shared.sweep --config={config} --workdir=runs/etr/{task} "
-                                  f"--parallel={parallel}` (then commit its results to {folder})")
+                          not_run=f"`python -m shared.sweep --config={config} --workdir=runs/etr/"
+                                  f"{os.path.basename(folder)} --parallel={parallel}` (then commit its results to "
+                                  f"{folder})")
 
 
 def task_claims(task: str) -> list[Claim]:

@@ -93,3 +93,23 @@ def test_smoke_pilot_run_and_the_eps_matched_replay_of_its_log(tmp_path):
     assert scheduled_eps(1, c.rl) == pytest.approx(eps[1])
     assert scheduled_eps(2, c.rl) == pytest.approx((eps[1] + eps[2]) / 2)
     assert scheduled_eps(7, c.rl) == pytest.approx((eps[1] + eps[2]) / 2)   # after the pilot's end: its last mean
+
+
+@pytest.mark.parametrize("table", ["experiments.etr.countdown_table", "experiments.etr.cot_table"])
+def test_the_min_tables_run_exactly_the_arms_their_claims_read(table):
+    """:min decides criteria 1, 2 and 5 early: every arm those claims read is in it and no other arm is, and the
+    claims name the :min command while the full table is not committed."""
+    import importlib
+
+    from projects.etr import claims
+
+    sweep = importlib.import_module(table).get_sweep("min")
+    task = "countdown" if "countdown" in table else "cot"
+    read = {term.where["arm"] for claim in claims.task_claims(task) if claim.id.split(" ")[1] in claims.MIN_CRITERIA
+            for side in (claim.a, claim.b) if hasattr(side, "terms") for _, term in side.terms()}
+    assert {p["arm"] for p in sweep["points"]} == {"grpo", "etr_full"}
+    assert read <= {"grpo", "etr_full"}
+    assert not any(s["name"].startswith("pilot") for s in sweep["stages"])
+    for claim in claims.task_claims(task):
+        if claim.id.split(" ")[1] in claims.MIN_CRITERIA and claim.not_run:
+            assert f"{task}_table.py:min" in claim.not_run
