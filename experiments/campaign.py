@@ -264,6 +264,12 @@ ENTRIES = [
     dict(name="etr_countdown", config="experiments/etr/countdown_table.py", results="projects/etr/results/countdown",
          parallel=16, est_gpu_min=225, est_wall_min=60, state="ready",
          note="7 arms x 5 seeds + 5 SFT + 5 ETR pilot stages, 4 GPUs, several leases (bundles)"),
+    dict(name="mo_table_min", config="experiments/medical_multiobjective/table.py:min",
+         results="projects/medical_multiobjective/results/table_min", parallel=8, est_gpu_min=90, est_wall_min=90,
+         state="ready", stages_at_once=1,
+         note="raw sum, RFN only, RFN + Tri-Factor x 3 seeds (criteria 1-2): 3 SFT stages + 9 RL points; estimate "
+              "from the full table's (not measured): ~3-4 min a stage, ~7-12 min a point with calibration and "
+              "evaluation"),
     dict(name="mo_table", config="experiments/medical_multiobjective/table.py",
          results="projects/medical_multiobjective/results/table", parallel=8, est_gpu_min=230, est_wall_min=60,
          state="ready",

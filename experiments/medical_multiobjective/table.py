@@ -2,6 +2,7 @@
 of a seed from that seed's SFT stage (experiments/base/assistant.py), so the ledger pairs arms by seed.
 
     python -m shared.sweep --config=experiments/medical_multiobjective/table.py --workdir=runs/medical_multiobjective/table --parallel=8
+    python -m shared.sweep --config=experiments/medical_multiobjective/table.py:min --workdir=runs/medical_multiobjective/table_min --parallel=8 --stages_at_once=1
     python -m shared.launch --config=experiments/medical_multiobjective/table.py:smoke --workdir=runs/mo_smoke   # one point, CPU
 
 Arms (projects/medical_multiobjective/config.py): raw sum (w = 1), per-batch z-norm, RFN only, RFN + Tri-Factor,
@@ -10,6 +11,8 @@ format, answer-line, brevity, all of weight 1. RL: GRPO (token-mean PPO-clip, ep
 G = 16, 2 mini-batches per rollout batch, 300 steps, AdamW 2e-5 constant, T = 1.0, completions <= 176 tokens; the
 RFN / Tri-Factor arms first roll out the warm start on 512 prompts x 8 samples (the spec's calibration set) and
 freeze the statistics. Evaluation (medical_multiobjective/eval): 500 held-out problems, greedy, before and after.
+":min": raw sum, RFN only and RFN + Tri-Factor (the arms criteria 1 and 2 read), 3 of the 8 arms, so those criteria
+can decide on short machine leases (a seed at a time) before the ablations run.
 
 Not run yet. Cost (estimated from other tables, not measured): 3 stages + 24 points. SFT: 1,000 TinyGSM-Sym SFT
 steps of 128 x 320 tokens took 0.056-0.107 s a step on shared H200s (experiments/base/results/base_tinygsm_sym), so
@@ -24,6 +27,8 @@ from projects.medical_multiobjective.config import ARMS, add_channels, set_arm
 
 SEEDS = (0, 1, 2)
 RL_STEPS = 300
+MIN_ARMS = ("raw_sum", "rfn", "rfn_tri")
+SWEEP_VARIANTS = ("min",)
 COLUMNS = ["mo/accuracy", "mo/hazard_refusal", "mo/over_refusal", "mo/format", "mo/answer_line", "mo/length",
            "mo/accuracy_before", "mo/hazard_refusal_before", "mo/over_refusal_before", "mo/format_before",
            "mo/answer_line_before", "mo/length_before", "mo/worst_gain", "mo/brevity/share_mean",
@@ -35,9 +40,9 @@ COLUMNS = ["mo/accuracy", "mo/hazard_refusal", "mo/over_refusal", "mo/format", "
 def get_config(arg=None):
     """"" / "smoke": an RL point (arm RFN + Tri-Factor unless the sweep sets another; starts from
     train.init_from); "base" / "base_smoke": the seed's SFT stage."""
-    if arg not in (None, "", "smoke", "base", "base_smoke"):
+    if arg not in (None, "", "min", "smoke", "base", "base_smoke"):     # min: the :min table's RL point
         raise ValueError(f"experiments/medical_multiobjective/table.py: unknown variant {arg!r} "
-                         "(known: smoke, base, base_smoke)")
+                         "(known: min, smoke, base, base_smoke)")
     from experiments.base import assistant as base
 
     smoke = arg in ("smoke", "base_smoke")
@@ -83,12 +88,17 @@ def get_config(arg=None):
 
 
 def get_sweep(arg=None):
+    if arg not in (None, "", "smoke", *SWEEP_VARIANTS):
+        raise ValueError(f"experiments/medical_multiobjective/table.py: unknown sweep variant {arg!r} (known: "
+                         f"{', '.join(SWEEP_VARIANTS)}, smoke)")
     smoke = arg == "smoke"
+    arms = {name: ARMS[name] for name in MIN_ARMS} if arg == "min" else ARMS
     suffix = "_smoke" if smoke else ""
     seeds = SEEDS[:1] if smoke else SEEDS
     stages = [dict(name=f"sft_s{seed}", overrides={"seed": seed}, arg="base" + suffix) for seed in seeds]
     points = [dict(name=f"{arm}_s{seed}", arg=arg, arm=arm,
                    overrides={**keys, "seed": seed, "train.init_from": f"run:{{stage:sft_s{seed}}}"})
-              for arm, keys in ARMS.items() for seed in seeds]
-    return dict(name="mo_table" + suffix, stages=stages, points=points, group=["arm"], columns=COLUMNS,
+              for arm, keys in arms.items() for seed in seeds]
+    return dict(name="mo_table" + (f"_{arg}" if arg else ""), stages=stages, points=points, group=["arm"],
+                columns=COLUMNS,
                 plot=dict(kind="curves", metric="reward/medical_multiobjective/safety/mean", x="step"))
