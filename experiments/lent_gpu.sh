@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The campaign on a lent GPU machine (experiments/CAMPAIGN.md), from the repo root that the machine received:
 #   bash experiments/lent_gpu.sh --run=dir_debias_spec,march_mini_recall_long --time_budget_s=540
+#   bash experiments/lent_gpu.sh --run=march_mini_recall_spec --time_budget_s=470 --finish_in_budget   # a lease's last call
 # It installs the wheels the GPU image lacks from .whl/ (../shared/tools/gpu_wheels.sh fetches them; carry .whl),
 # links the data carried in .carry/data as ../shared/data, prints the source hash that names the code, and runs
 # shared.sweep.campaign with the given flags, its workdirs in runs/campaign (kept between calls on a warm machine,

@@ -64,6 +64,9 @@ def test_next_ready_tables_skip_done_and_unready_ones_and_continue_from_their_bu
     bundles = tmp_path / "bundles"
     command = campaign.sweep_command(entries[2], str(tmp_path / "w"), str(bundles), 540, 15)
     assert not any(c.startswith("--from_bundle") for c in command) and "--time_budget_s=540" in command
+    assert "--finish_in_budget" not in command
+    assert "--finish_in_budget" in campaign.sweep_command(entries[2], str(tmp_path / "w"), str(bundles), 540, None,
+                                                          finish_in_budget=True)
     bundles.mkdir()
     (bundles / "a.tar.gz.part000").write_bytes(b"")
     command = campaign.sweep_command(entries[2], str(tmp_path / "w"), str(bundles), None, None)
@@ -198,5 +201,5 @@ def test_no_table_named_prints_where_the_campaign_stands_and_a_gpu_table_needs_a
     assert campaign.main([f"--campaign={path}", "--next=1"]) == 2
     assert "gpu_table: estimated in GPU-minutes, and no GPU is visible" in capsys.readouterr().err
     ran = []
-    monkeypatch.setattr(campaign, "run", lambda chosen, *a: ran.extend(e["name"] for e in chosen) or {})
+    monkeypatch.setattr(campaign, "run", lambda chosen, *a, **k: ran.extend(e["name"] for e in chosen) or {})
     assert campaign.main([f"--campaign={path}", "--run=cpu_table"]) == 0 and ran == ["cpu_table"]

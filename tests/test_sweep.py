@@ -38,6 +38,9 @@ FAKE_LAUNCHER = textwrap.dedent('''
     if str(seed) == os.environ.get("FAKE_SLOW_SEED"):
         import time
         time.sleep(120)
+    if os.environ.get("FAKE_SLEEP_S"):
+        import time
+        time.sleep(float(os.environ["FAKE_SLEEP_S"]))
     init_from = overrides.get("train.init_from", "")
     if init_from and not os.path.exists(os.path.join(init_from[len("run:"):], "summary.json")):
         sys.exit(4)  # started before the stage it warm-starts from had finished
@@ -331,13 +334,16 @@ def test_command_line_parsing():
     assert args == {"config_path": "t.py:smoke", "workdir": "out", "parallel": 2, "only": "a,b", "dry_run": True,
                     "gpus_per_point": 1, "launcher_cmd": None, "time_budget_s": None,
                     "bundle": None, "from_bundle": None, "bundle_partial": False, "bundle_part_mb": None,
-                    "from_results": None, "rerun": None, "stages_at_once": None, "extra_overrides": ["--config.optim.lr=0.1", "--config.data.path=a b.txt"]}
+                    "from_results": None, "rerun": None, "stages_at_once": None, "finish_in_budget": False,
+                    "extra_overrides": ["--config.optim.lr=0.1", "--config.data.path=a b.txt"]}
     args = parse_args(["--config=t.py", "--workdir=out", "--bundle=o.tar.gz", "--bundle_partial",
                        "--bundle_part_mb=15", "--from_bundle", "i.tar.gz"])
     assert (args["bundle"], args["bundle_partial"], args["bundle_part_mb"], args["from_bundle"]) == (
         "o.tar.gz", True, 15.0, "i.tar.gz")
     args = parse_args(["--config=t.py", "--workdir=out", "--from_results=projects/p/results/t", "--rerun=warm_s2,x*"])
     assert (args["from_results"], args["rerun"]) == ("projects/p/results/t", "warm_s2,x*")
+    assert parse_args(["--config=t.py", "--workdir=out", "--time_budget_s=5", "--finish_in_budget"])[
+        "finish_in_budget"] is True
     with pytest.raises(SystemExit, match="unknown argument '--paralel=2'"):
         parse_args(["--config=t.py", "--workdir=out", "--paralel=2"])
     with pytest.raises(SystemExit, match="--workdir is required"):
@@ -370,6 +376,48 @@ def test_time_budget_stops_slow_points_and_writes_the_finished_ones(setup, monke
     assert float(rows["lr0.2_s1"]["eval/loss"]) == pytest.approx(expected_loss(0.2, 1, 2))
     manifest = json.load(open(os.path.join(setup["workdir"], "manifest.json")))
     assert "--time_budget_s=6" in manifest["command_line"]
+
+
+def test_finish_in_budget_holds_what_the_measured_launches_say_cannot_finish(setup, monkeypatch):
+    """A lease's last call: points of a kind that took ~1.5 s here do not start with 1 s of the budget left (they
+    would be lost half-done with the machine) and are listed as held; with time enough they run."""
+    monkeypatch.setenv("FAKE_SLEEP_S", "1.5")
+    table, workdir = setup["table"](), setup["workdir"]
+    kwargs = dict(extra_overrides=["--config.train.steps=2"], launcher_cmd=setup["launcher"], echo=False)
+    run_sweep(table, workdir, parallel=2, only=["lr0.1_s0", "lr0.1_s1"], **kwargs)
+    assert len(setup["launches"]()) == 2
+    with pytest.raises(ValueError, match="needs --time_budget_s"):
+        run_sweep(table, workdir, finish_in_budget=True, **kwargs)
+    held = run_sweep(table, workdir, parallel=2, time_budget_s=1.0, finish_in_budget=True, **kwargs)
+    assert len(setup["launches"]()) == 2                                    # nothing started
+    not_run = {n: o.reason for n, o in held.outcomes.items() if o.status == "not run"}
+    assert set(not_run) == {"lr0.1_s2", "lr0.2_s0", "lr0.2_s1", "lr0.2_s2"}
+    assert all(r.startswith("held for the next lease: needs ~") for r in not_run.values()), not_run
+    done = run_sweep(table, workdir, parallel=2, time_budget_s=60, finish_in_budget=True, **kwargs)
+    assert all(o.status in ("finished", "skipped") for o in done.outcomes.values())
+
+
+def test_seconds_still_needed_is_the_median_of_its_kind_less_what_it_ran(tmp_path):
+    """By arm where points have arms (an evaluation-only arm is not an RL arm), "stage" for stages, nothing to go
+    by -> None; a resumed point needs the median less the seconds its earlier launches ran."""
+    from shared.sweep.runner import seconds_still_needed
+    from shared.sweep.table import Point
+
+    def ran(name, *seconds):
+        os.makedirs(tmp_path / name, exist_ok=True)
+        with open(tmp_path / name / "launches.jsonl", "w") as f:
+            for i, sec in enumerate(seconds):
+                f.write(json.dumps({"launch_id": f"{name}{i}", "event": "end", "seconds": sec}) + "\n")
+        return str(tmp_path / name)
+
+    durations = {"stage": [100.0, 300.0, 200.0], "arm rl": [50.0, 70.0], "point": [5.0]}
+    stages = {"warm_s0"}
+    assert seconds_still_needed(Point("warm_s0", {}, None), ran("warm_s0"), durations, stages) == 200.0
+    assert seconds_still_needed(Point("rl_s0", {}, None, arm="rl"), ran("rl_s0", 20.0, 15.0), durations, stages) \
+        == pytest.approx(25.0)
+    assert seconds_still_needed(Point("rl_s1", {}, None, arm="rl"), ran("rl_s1", 90.0), durations, stages) == 0.0
+    assert seconds_still_needed(Point("x", {}, None), ran("x"), durations, stages) == 5.0
+    assert seconds_still_needed(Point("sft_s0", {}, None, arm="sft"), ran("sft_s0"), {"stage": [1.0]}, stages) is None
 
 
 # -- provenance: the code a point ran, named by content ---------------------------------------------------

@@ -2,7 +2,7 @@
     [--only=name1,name2] [--gpus_per_point=K] [--time_budget_s=S] [--dry_run] [--launcher="python fake.py"]
     [--bundle=OUT.tar.gz [--bundle_partial] [--bundle_part_mb=M]] [--from_bundle=IN.tar.gz]
     [--from_results=projects/<p>/results/<table>] [--rerun=name1,pattern*] [--stages_at_once=N]
-    [--config.a.b=value ...]
+    [--finish_in_budget] [--config.a.b=value ...]
 
 `--config.a.b=value` overrides are passed to every point's launcher (they win over the table's values).
 --launcher replaces `python -m shared.launch` (tests, debugging).
@@ -16,7 +16,10 @@ never re-run. Together they carry a table across short machine leases (shared/sw
 --from_results: continue a committed table: the finished points of its manifest.json become finished points of
 --workdir, so only the points it lacks run. --rerun: remove these points' (or stages') earlier results first so they
 run again; a stage's points re-run with it (shared/sweep/restore.py). --stages_at_once: train at most N stages
-(warm starts) at a time, so a lease too short for every stage still finishes whole seeds.
+(warm starts) at a time, so a lease too short for every stage still finishes whole seeds. --finish_in_budget (with
+--time_budget_s, for a lease's last call): start a stage or point only if the finished ones of its kind in this
+workdir took no longer (median) than the budget has left; the rest wait for the next lease instead of being lost
+half-done with the machine.
 Exits 1 if any point failed (after writing the results of the others)."""
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ def parse_args(argv: list[str]) -> dict:
             "gpus_per_point": 1, "extra_overrides": [], "time_budget_s": None,
             "launcher_cmd": None, "bundle": None, "from_bundle": None, "bundle_partial": False,
             "bundle_part_mb": None, "from_results": None, "rerun": None,
-            "stages_at_once": None}
+            "stages_at_once": None, "finish_in_budget": False}
     flags = {"--config": "config_path", "--workdir": "workdir", "--parallel": "parallel", "--only": "only",
              "--gpus_per_point": "gpus_per_point", "--launcher": "launcher_cmd", "--time_budget_s": "time_budget_s",
              "--bundle": "bundle", "--from_bundle": "from_bundle", "--bundle_part_mb": "bundle_part_mb",
@@ -47,8 +50,8 @@ def parse_args(argv: list[str]) -> dict:
             args["dry_run"] = (value.lower() not in ("false", "0", "no")) if has_value else True
         elif name == "--nodry_run":
             args["dry_run"] = False
-        elif name == "--bundle_partial":
-            args["bundle_partial"] = (value.lower() not in ("false", "0", "no")) if has_value else True
+        elif name in ("--bundle_partial", "--finish_in_budget"):
+            args[name[2:]] = (value.lower() not in ("false", "0", "no")) if has_value else True
         elif name in flags or name.startswith("--config."):
             if not has_value:  # "--flag value" form
                 if i + 1 >= len(argv):

@@ -4,7 +4,7 @@ carries the next ones across short machine leases.
     python -m shared.sweep.campaign --campaign=experiments/campaign.py --write        # regenerate CAMPAIGN.md
     python -m shared.sweep.campaign --campaign=experiments/campaign.py --next=2 \\
         --time_budget_s=540 --bundle_dir=BUNDLES --work_root=/tmp/campaign [--bundle_part_mb=15] [--bundle_partial] \
-        [--results_dir=OUT --bundle_max_mb=40]
+        [--results_dir=OUT --bundle_max_mb=40] [--finish_in_budget]   # the last: a lease's last call
     python -m shared.sweep.campaign --campaign=experiments/campaign.py --run=writing_zero_c2_8seeds,writing_zero_rest ...
 
 The campaign file defines `ENTRIES`: dicts with name, config ("experiments/<p>/<t>.py:variant"), results (the
@@ -180,7 +180,8 @@ def choose(entries: list[dict], run: list[str] | None, next_count: int | None, r
 
 
 def sweep_command(entry: dict, work_root: str, bundle_dir: str, time_budget_s: float | None,
-                  part_mb: float | None, partial: bool = False, root: str = REPO_ROOT) -> list[str]:
+                  part_mb: float | None, partial: bool = False, root: str = REPO_ROOT,
+                  finish_in_budget: bool = False) -> list[str]:
     """The entry's sweep: continued from its bundle where one exists, and from its committed results where a lease
     cut it short (a partial table: its finished points are restored, shared.sweep.restore); `rerun` (optional entry
     key) names points or stages to run again, e.g. a seed whose stage was lost with a machine."""
@@ -193,6 +194,8 @@ def sweep_command(entry: dict, work_root: str, bundle_dir: str, time_budget_s: f
     command += continue_flags(entry, root)
     if time_budget_s:
         command.append(f"--time_budget_s={time_budget_s:g}")
+        if finish_in_budget:
+            command.append("--finish_in_budget")
     if part_mb:
         command.append(f"--bundle_part_mb={part_mb:g}")
     return command
@@ -227,7 +230,7 @@ def shares_a_gpu(blocks: list[str | None]) -> list[bool]:
 
 
 def run(entries: list[dict], work_root: str, bundle_dir: str, time_budget_s: float | None,
-        part_mb: float | None = None, partial: bool = False) -> dict[str, int]:
+        part_mb: float | None = None, partial: bool = False, finish_in_budget: bool = False) -> dict[str, int]:
     """Runs the entries' sweeps concurrently, each on its block of GPUs (`gpu_blocks`); returns each one's exit
     code. Logs: <work_root>/<name>.log."""
     from shared.sweep.hardware import visible_gpus
@@ -238,7 +241,8 @@ def run(entries: list[dict], work_root: str, bundle_dir: str, time_budget_s: flo
     blocks = gpu_blocks(visible_gpus(), [float(e["parallel"]) for e in entries])
     procs = {}
     for entry, block, shared in zip(entries, blocks, shares_a_gpu(blocks)):
-        command = sweep_command(entry, work_root, bundle_dir, time_budget_s, part_mb, partial)
+        command = sweep_command(entry, work_root, bundle_dir, time_budget_s, part_mb, partial,
+                                finish_in_budget=finish_in_budget)
         env = dict(os.environ) if block is None else {**os.environ, "CUDA_VISIBLE_DEVICES": block}
         if shared:  # its points may run out of GPU memory beside another table's: they are retried (runner.py)
             env[COTENANTS_ENV] = "1"
@@ -320,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow_cpu", action="store_true",
                         help="run tables whose estimate is in GPU-minutes on a machine with no GPU visible")
     parser.add_argument("--time_budget_s", type=float, default=None)
+    parser.add_argument("--finish_in_budget", action="store_true",
+                        help="with --time_budget_s, for a lease's last call: start a stage or point only if the "
+                             "finished ones of its kind took no longer than the budget has left (shared.sweep)")
     parser.add_argument("--bundle_dir", default="runs/campaign_bundles")
     parser.add_argument("--work_root", default="runs/campaign")
     parser.add_argument("--bundle_part_mb", type=float, default=None)
@@ -355,7 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     if not chosen:
         print("[campaign] nothing ready to run")
         return 0
-    codes = run(chosen, args.work_root, args.bundle_dir, args.time_budget_s, args.bundle_part_mb, args.bundle_partial)
+    if args.finish_in_budget and not args.time_budget_s:
+        print("shared.sweep.campaign: error: --finish_in_budget needs --time_budget_s", file=sys.stderr)
+        return 2
+    codes = run(chosen, args.work_root, args.bundle_dir, args.time_budget_s, args.bundle_part_mb, args.bundle_partial,
+                finish_in_budget=args.finish_in_budget)
     if args.results_dir:
         pack_results(chosen, args.work_root, args.results_dir)
     if args.bundle_max_mb is not None:

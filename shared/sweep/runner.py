@@ -334,6 +334,40 @@ def _stop_all(running: Iterable[_Running], timeout_s: float = STOP_TIMEOUT_S) ->
             r.proc.kill()
 
 
+# -- finishing within a time budget ----------------------------------------------------------------------
+def _seconds_run(point_dir: str) -> float:
+    """Seconds this point has run over all its launches (those that ended; a resumed point adds them up)."""
+    return sum(float(launch.get("seconds") or 0.0) for launch in report.read_launches(point_dir))
+
+
+def _duration_kind(point: Point, stage_names: set) -> str:
+    return "stage" if point.name in stage_names else f"arm {point.arm}" if point.arm else "point"
+
+
+def measured_durations(sweep: Sweep, dirs: Mapping[str, str], stage_names: set) -> dict[str, list[float]]:
+    """Seconds each finished stage and point of this workdir took, by kind: "stage", "arm <name>" or "point" (a
+    point with no arm). A table's points of one arm take about as long as each other; an evaluation-only arm and
+    an RL arm do not, hence the arm."""
+    out: dict[str, list[float]] = {}
+    for point in [*sweep.stages, *sweep.points]:
+        if is_finished(dirs[point.name]) and (seconds := _seconds_run(dirs[point.name])) > 0:
+            out.setdefault(_duration_kind(point, stage_names), []).append(seconds)
+    return out
+
+
+def seconds_still_needed(point: Point, point_dir: str, durations: Mapping[str, list[float]],
+                         stage_names: set) -> float | None:
+    """The median time the finished stages / points of its kind took, less what this one already ran; None when
+    none of its kind has finished here (nothing to go by: it starts)."""
+    kind = _duration_kind(point, stage_names)
+    known = durations.get(kind) or ([] if kind == "stage" else durations.get("point"))
+    if not known:
+        return None
+    known = sorted(known)
+    median = known[len(known) // 2] if len(known) % 2 else (known[len(known) // 2 - 1] + known[len(known) // 2]) / 2
+    return max(0.0, median - _seconds_run(point_dir))
+
+
 # -- the sweep --------------------------------------------------------------------------------------------
 def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only: Iterable[str] | str | None = None,
               extra_overrides: Iterable[str] | Mapping[str, Any] = (), launcher_cmd: Sequence[str] | str | None = None,
@@ -341,7 +375,8 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
               command_line: Sequence[str] | None = None, time_budget_s: float | None = None,
               bundle: str | None = None, from_bundle: str | None = None, bundle_partial: bool = False,
               bundle_part_mb: float | None = None, from_results: str | None = None,
-              rerun: Iterable[str] | str | None = None, stages_at_once: int | None = None) -> SweepResult:
+              rerun: Iterable[str] | str | None = None, stages_at_once: int | None = None,
+              finish_in_budget: bool = False) -> SweepResult:
     """Runs the unfinished points of `config_path`'s get_sweep() and writes results.csv/.md, the plot and
     manifest.json into `workdir`. `only` restricts which points run (the tables still list every point).
     `launcher_cmd` replaces `python -m shared.launch` (tests use a fake launcher). `time_budget_s`: after this
@@ -353,7 +388,12 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     a committed results folder (its manifest.json) finished points of `workdir`; `rerun`: point or stage names
     (patterns) whose earlier results are removed first, a stage's points with it (shared.sweep.restore).
     `stages_at_once`: at most this many stages (warm starts) train at once, so that on a short lease the first
-    seeds finish whole (stage and arms) instead of every stage running out of time together."""
+    seeds finish whole (stage and arms) instead of every stage running out of time together. `finish_in_budget`
+    (with `time_budget_s`; for a lease's last call, whose unfinished work is lost with the machine): a stage or point
+    starts only if the finished ones of its kind here took no longer, by their median, than the budget has left;
+    the others are held for the next lease ("not run", the reason in the table)."""
+    if finish_in_budget and time_budget_s is None:
+        raise ValueError("--finish_in_budget needs --time_budget_s (the time it compares against)")
     if stages_at_once is not None and stages_at_once < 1:
         raise ValueError(f"--stages_at_once={stages_at_once}: must be at least 1")
     if fs.is_remote(workdir):
@@ -449,6 +489,10 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
     oom_requeues: Counter = Counter()  # point name -> times requeued after running out of GPU memory
     retry_at: dict[str, float] = {}     # point name -> when a point requeued beside other tenants may start again
     stage_names = {stage.name for stage in sweep.stages}
+    # what the earlier launches here measured (a lease's last call follows calls that ran the same table)
+    durations = measured_durations(sweep, dirs, stage_names) if finish_in_budget else {}
+    still_needed = {point.name: seconds_still_needed(point, point_dir, durations, stage_names)
+                    for _, point, _, point_dir in to_run} if finish_in_budget else {}
     try:
         with _forward_signals():
             while pending or running:
@@ -468,6 +512,16 @@ def run_sweep(config_path: str, workdir: str, parallel: int | None = None, only:
                     pending.remove(job)
                     outcomes[job[1].name] = PointOutcome(job[1].name, "not run",
                                                          reason=f"stage {_blocked_by(job[1], outcomes)} did not finish")
+                if finish_in_budget:
+                    left = time_budget_s - (time.time() - started_at)
+                    for job in [j for j in pending if _ready(j[1], outcomes)]:
+                        needed = still_needed.get(job[1].name)
+                        if needed is not None and needed > left:
+                            pending.remove(job)
+                            reason = (f"held for the next lease: needs ~{needed:.0f}s (the median of its kind "
+                                      f"here), {left:.0f}s of the budget left")
+                            console.info(f"point {job[0]}/{total} {job[1].name}: {reason}")
+                            outcomes[job[1].name] = PointOutcome(job[1].name, "not run", reason=reason)
                 stages_running = sum(r.point.name in stage_names for r in running)
                 now = time.time()
                 # a stage waiting to be retried keeps its place among the stages at once
