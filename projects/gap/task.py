@@ -147,12 +147,14 @@ class StageBData(StageAData):
         super().__init__(o, pools, seed, batch_size)
         self.assigned = np.asarray(assigned, bool)
 
-    def __next__(self):
+    def indices(self, step: int) -> list[int]:
+        """The pool rows of step `step`'s batch."""
         n = len(self.assigned)
-        idx = []
-        for j in range(self.step * self.batch, (self.step + 1) * self.batch):
-            epoch, r = divmod(j, n)
-            idx.append(int(np.random.default_rng([self.seed, 99, epoch]).permutation(n)[r]))
+        return [int(np.random.default_rng([self.seed, 99, j // n]).permutation(n)[j % n])
+                for j in range(step * self.batch, (step + 1) * self.batch)]
+
+    def __next__(self):
+        idx = self.indices(self.step)
         self.step += 1
         examples = [gridops.make_example(self.pools, "train", i, self.seed) for i in idx]
         variants = [response_format(self.o, bool(self.assigned[i])) for i in idx]
@@ -417,7 +419,7 @@ def load_stage_a(path: str):
     source = Trainer(other, path, loading="warm start from", loss_fn=loss_fn_for(oa),
                      build_model_fn=lambda c, seed: GapModel(model_cfg(oa, False), rngs=nnx.Rngs(params=seed)))
     try:
-        if source.start_step == 0:
+        if source.restored_step is None:
             raise FileNotFoundError(f"gap stage b: the stage-A run {path} has no checkpoint")
         return other, jax.device_get(source.params), source.graphdef
     finally:
