@@ -28,7 +28,7 @@ import numpy as np
 from flax import nnx
 
 from projects.gap import gridops, layout
-from projects.gap.generate import _greedy, generate
+from projects.gap.generate import MAX_NEW, _greedy, generate
 from projects.gap.model import GapModel, gap_loss, gap_model_config, pca_of_images
 from shared.data.difficulty import assign_by_capacity, split_summary
 from shared.latent import ema_update, intervene, latent_rollout
@@ -372,7 +372,7 @@ def probes(model, o, examples, fit, evis_norm: float) -> dict:
         for kind in results:
             given = zs if kind == "generated" else intervene(
                 kind, zs, key=jax.random.key(s), norm=evis_norm, mu=jnp.asarray(fit.mu, zs.dtype), targets=v_star)
-            out = np.asarray(_decode_given(model, tokens, image, given, k=k, max_new=8))
+            out = np.asarray(_decode_given(model, tokens, image, given, k=k, max_new=MAX_NEW))
             answers = [gridops.decode_answer(t) for t in out[:n]]
             results[kind] += [a == e.answer for a, e in zip(answers, chunk)]
             if kind == "swap":
