@@ -9,7 +9,8 @@ Variants: full (default; T0, T1, S0, B0, G, G-F, G-C, G-K, G-lin x seeds 0, 1, 2
 columns), p0 (stage A + T0, B0, G x seeds 0, 1: the calibration of spec 4.9), smoke (1 seed, the tiny model on
 procedural glyphs, T0, B0, G). GPU estimate (spec 4.9, not measured): stage A ~3 min, a stage-B run 2-4 min on one
 H100; full ~1.5-2 GPU-hours, p0 ~25 min. Columns: the evaluation (P, R, Agg, OOD, opened), the EMA row, the norm
-report (spec 4.6), the probes (spec 4.7), the capacity split and the PCA rank.
+report (spec 4.6), the probes (spec 4.7), the capacity split, the PCA rank, and the seed's stage A (its P, R and
+norm report after training and at init, copied from its summary.json into every point: claim N is about stage A).
 """
 from experiments.gap.train import get_config as train_config
 
@@ -22,7 +23,11 @@ COLUMNS = (
     "norms/r_vis_post", "norms/r_text_post", "norms/r_vis_pre", "norms/r_text_pre",
     "norms/spearman_text", "norms/spearman_image", "norms/r_fed", "norms/rho", "norms/ema_m",
     "probe/R_generated", "probe/R_zeros", "probe/R_noise", "probe/R_mean", "probe/R_swap", "probe/R_oracle",
-    "probe/swap_donor_agree", "capacity/frac_latent", "pca/k", "wall_time_s")
+    "probe/swap_donor_agree", "capacity/frac_latent", "pca/k",
+    # stage A of the point's seed (claim N after A; stages are not rows of the table)
+    "stageA/eval/P", "stageA/eval/R", "stageA/norms/r_vis_post", "stageA/norms/r_text_post",
+    "stageA/norms/r_vis_pre", "stageA/norms/spearman_text", "stageA/norms/spearman_image",
+    "stageA/init/r_vis_post", "stageA/init/r_text_post", "wall_time_s")
 
 
 def get_config(arg=None):

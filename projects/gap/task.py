@@ -147,11 +147,16 @@ class StageBData(StageAData):
         super().__init__(o, pools, seed, batch_size)
         self.assigned = np.asarray(assigned, bool)
 
+    def _order(self, epoch: int) -> np.ndarray:
+        if getattr(self, "_epoch", None) != epoch:    # one permutation per epoch (50k: too slow to redo per row)
+            self._epoch, self._perm = epoch, np.random.default_rng([self.seed, 99, epoch]).permutation(
+                len(self.assigned))
+        return self._perm
+
     def indices(self, step: int) -> list[int]:
         """The pool rows of step `step`'s batch."""
         n = len(self.assigned)
-        return [int(np.random.default_rng([self.seed, 99, j // n]).permutation(n)[j % n])
-                for j in range(step * self.batch, (step + 1) * self.batch)]
+        return [int(self._order(j // n)[j % n]) for j in range(step * self.batch, (step + 1) * self.batch)]
 
     def __next__(self):
         idx = self.indices(self.step)
@@ -450,7 +455,7 @@ def build_stage(config, workdir: str):
     pool_examples = gridops.make_examples(pools, "train", int(o.capacity_pool), seed)
     aux = np.stack([e.aux_image() for e in pool_examples[:int(o.n_pca)]])
     fit = pca_of_images(model_a, aux, explained=float(o.pca_explained))
-    extra = {"pca/k": float(fit.k)}
+    extra = {"pca/k": float(fit.k), **stage_a_metrics(str(config.train.init_from))}
     if o.tau == "off":
         assigned = np.ones(len(pool_examples), bool)
     else:
@@ -468,12 +473,26 @@ def build_stage(config, workdir: str):
     return trainer, train_iter, fit, extra
 
 
+def stage_a_metrics(init_from: str) -> dict:
+    """Stage A's evaluation, norm report and init norms as stageA/<key> (sweep tables list points, not stages, and
+    claim N is about stage A): read from its summary.json, {} when it has none."""
+    from shared import fs
+
+    path = fs.join(init_from[len("run:"):] if init_from.startswith("run:") else init_from, "summary.json")
+    if not fs.exists(path):
+        return {}
+    summary = json.loads(fs.read_text(path))
+    return {f"stageA/{key}": value for key, value in summary.items() if key.startswith(("eval/", "norms/", "init/"))}
+
+
 def run(config, workdir: str) -> dict:
     from shared.train import write_summary
 
     started = time.time()
     o = config.gap
     trainer, train_iter, fit, extra = build_stage(config, workdir)
+    if o.stage == "a":
+        extra.update(init_norms(trainer, o, pools_of(o), workdir))
     summary = trainer.fit(train_iter)
     trainer.close()
     model = trainer.model()
@@ -483,6 +502,22 @@ def run(config, workdir: str) -> dict:
     summary["wall_time_s_total"] = time.time() - started
     write_summary(workdir, summary)
     return summary
+
+
+def init_norms(trainer, o, pools, workdir: str) -> dict:
+    """Spec 4.6 "at init": the norm report of the fresh stage-A model as init/* keys, measured before the first
+    step and kept in <workdir>/norms_init.json (a resumed run reads it back; one resumed without it has none)."""
+    path = os.path.join(workdir, "norms_init.json")
+    if trainer.start_step == 0 and not os.path.exists(path):
+        rows = gridops.make_examples(pools, "test", int(o.n_norm), int(o.eval_seed))   # = the eval's first rows
+        report = norm_report(trainer.model(), o, rows, mode="none")
+        os.makedirs(workdir, exist_ok=True)
+        with open(path, "w") as f:
+            json.dump({key.replace("norms/", "init/"): value for key, value in report.items()}, f)
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
 
 
 def capacity_assignment(model_a, o, pool_examples, seed: int, workdir: str, extra: dict) -> np.ndarray:

@@ -32,6 +32,7 @@ def stage_a(tmp_path_factory):
     config = small("smoke_a", 4)
     workdir.mkdir()
     (workdir / "config.json").write_text(config.to_json_best_effort())   # as the launcher writes it
+    (workdir / "summary.json").write_text('{"eval/P": 12.5, "norms/r_vis_post": 4.0, "train/loss": 1.0}')
     workdir = str(workdir)
     trainer, _, _, _ = build_stage(config, workdir)
     # a checkpoint of the fresh params: stage B's warm start is under test here, not stage A's training (the smoke
@@ -109,6 +110,8 @@ def test_stage_b_warm_starts_from_stage_a_and_keeps_the_frozen_parts(stage_a, st
     np.testing.assert_allclose(before["head/basis"], stage_b["fit"].basis, rtol=1e-6, atol=1e-6)
     assert stage_b["extra"]["pca/k"] == stage_b["fit"].k
     assert 0.0 <= stage_b["extra"]["capacity/frac_latent"] <= 1.0
+    stage_a_keys = {k: v for k, v in stage_b["extra"].items() if k.startswith("stageA/")}
+    assert stage_a_keys == {"stageA/eval/P": 12.5, "stageA/norms/r_vis_post": 4.0}   # stage A's summary, no train/*
 
 
 def test_probe_decode_path_equals_generate_feedback(stage_b):
