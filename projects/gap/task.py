@@ -289,7 +289,7 @@ def norm_report(model, o, examples, *, mode: str, fit=None) -> dict:
     models the fed latents' ratio to ||e_vis|| and their subspace fraction rho in stage A's e_vis PCA subspace."""
     k = int(o.k)
     has = mode != "none"
-    variant = response_format(o, True) if has else "direct"
+    variant = response_format(o, True)     # the trained format of a latent row (T1: the parser as text)
     rows = stack_rows(examples, [variant] * len(examples), k)
     post, pre, layers, zs, e_vis = _norm_forward(model, {key: jnp.asarray(rows[key]) for key in BATCH_KEYS},
                                                  mode=mode, k=k)
