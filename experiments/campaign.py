@@ -177,6 +177,12 @@ ENTRIES = [
          note="4 judges x 3 seeds (3 stages + 12 points). One H200 of a 4-GPU host, 2026-11-28: 8.2 min at 8 at "
               "once (5 points ran out of GPU memory) + 3 min at 5: quality reproduced, hack rate at the floor, the "
               "rubric biased on every criterion hacks (NOTE 0.97)"),
+    dict(name="gap_p0", config="experiments/gap/table.py:p0", results="projects/gap/results/p0", parallel=6,
+         est_gpu_min=25, est_wall_min=15, state="ready",
+         note="GAP's calibration (spec 4.9 P0): stage A x 2 seeds, then T0, B0 (+ its EMA row), G from each; spec "
+              "estimate, not measured (~3 min a stage A, 2-4 min a stage-B run on one H100; batches are drawn in "
+              "Python, ~60 ms a stage-A batch of 256 on the dev CPU). Carry .carry/data/images/mnist_5k. Check "
+              "stageA/eval/P >= 0.95 and stageA/eval/R in 0.3-0.7 first (spec 4.4); if R >= 0.9, add moves"),
     dict(name="evpv_prm_jlearn_long", config="experiments/evpv_prm/jlearn.py:long",
          results="projects/evpv_prm/results/jlearn_long", parallel=6, est_gpu_min=80, est_wall_min=40, state="ready",
          stages_at_once=2,
