@@ -8,6 +8,9 @@ its `results` folder holds a manifest.json (shared.sweep wrote it; commit, date 
 minute), est_wall_min the wall time on the machine named in the note.
 """
 
+# march setups a later one superseded: resumable, but no claim needs them finished
+MARCH_PARKED = "needs a reason to finish: parked behind march_mini_recall_spec (the 4 x 256 model limits the lookup)"
+
 ENTRIES = [
     # -- ran, kept as the record of what a setup gave -------------------------------------------------------------
     dict(name="proxy_grm_small", config="experiments/proxy_grm/table.py:small",
@@ -96,8 +99,7 @@ ENTRIES = [
               "signal). 2 H200s, 2026-11-28: 10.5 min wall over 2 back-to-back calls"),
     dict(name="march_mini_recall_long", config="experiments/march/table.py:mini_recall_long",
          results="projects/march/results/mini_recall_long", parallel=6, est_gpu_min=50, est_wall_min=40,
-         state="needs a reason to finish: parked behind march_mini_recall_spec (the 4 x 256 model limits the "
-               "lookup)", stages_at_once=1,
+         state=MARCH_PARKED, stages_at_once=1,
          note="mini_recall with 10,000-step warm starts; stages checkpoint every 500 steps. Measured 2026-11-28 (one "
               "H200 of a 4-GPU host, 3 at once): 9,125 of 10,000 steps in 3 back-to-back 9-minute calls (~1,780 s a "
               "stage), then the lease ran out and the stages were lost. Now a seed at a time (stages_at_once=1: "
@@ -112,8 +114,7 @@ ENTRIES = [
               "mini_recall_fresh is the next setup"),
     dict(name="march_mini_recall_fresh", config="experiments/march/table.py:mini_recall_fresh",
          results="projects/march/results/mini_recall_fresh", parallel=6, est_gpu_min=45, est_wall_min=40,
-         state="needs a reason to finish: parked behind march_mini_recall_spec (the 4 x 256 model limits the "
-               "lookup)", stages_at_once=1,
+         state=MARCH_PARKED, stages_at_once=1,
          note="mini_recall_long's 10,000 steps over 320k traces (2 passes) instead of 60k (~11): is the lookup short "
               "of data? ~2.5 min of trace generation per warm start, then ~8.5 min of training alone on one H200; "
               "2 seeds a 27-minute lease (measured on mini_recall_long). Check eval/halluc_rate_before (sft arm) in "
