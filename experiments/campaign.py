@@ -183,7 +183,7 @@ ENTRIES = [
          note="GAP's calibration (spec 4.9 P0): stage A x 2 seeds, then T0, B0 (+ its EMA row), G from each; spec "
               "estimate, not measured (~3 min a stage A, 2-4 min a stage-B run on one H100; batches are drawn in "
               "Python, ~60 ms a stage-A batch of 256 on the dev CPU). Carry .carry/data/images/mnist_5k. Check "
-              "stageA/eval/P >= 0.95 and stageA/eval/R in 0.3-0.7 first (spec 4.4); if R >= 0.9, add moves"),
+              "stageA/eval/P >= 95 and stageA/eval/R in 30-70 (percent) first (spec 4.4); if R >= 90, add moves"),
     dict(name="evpv_prm_jlearn_long", config="experiments/evpv_prm/jlearn.py:long",
          results="projects/evpv_prm/results/jlearn_long", parallel=6, est_gpu_min=80, est_wall_min=40, state="ready",
          stages_at_once=2,
