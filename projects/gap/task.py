@@ -17,8 +17,8 @@ so a resumed run recomputes it.
 from __future__ import annotations
 
 import functools
+import io
 import json
-import os
 import time
 
 import jax
@@ -507,31 +507,33 @@ def run(config, workdir: str) -> dict:
 def init_norms(trainer, o, pools, workdir: str) -> dict:
     """Spec 4.6 "at init": the norm report of the fresh stage-A model as init/* keys, measured before the first
     step and kept in <workdir>/norms_init.json (a resumed run reads it back; one resumed without it has none)."""
-    path = os.path.join(workdir, "norms_init.json")
-    if trainer.start_step == 0 and not os.path.exists(path):
+    from shared import fs   # a workdir may be remote (gs://), as any run's
+
+    path = fs.join(workdir, "norms_init.json")
+    if trainer.start_step == 0 and not fs.exists(path):
         rows = gridops.make_examples(pools, "test", int(o.n_norm), int(o.eval_seed))   # = the eval's first rows
         report = norm_report(trainer.model(), o, rows, mode="none")
-        os.makedirs(workdir, exist_ok=True)
-        with open(path, "w") as f:
-            json.dump({key.replace("norms/", "init/"): value for key, value in report.items()}, f)
-    if not os.path.exists(path):
+        fs.write_text(path, json.dumps({key.replace("norms/", "init/"): value for key, value in report.items()}))
+    if not fs.exists(path):
         return {}
-    with open(path) as f:
-        return json.load(f)
+    return json.loads(fs.read_text(path))
 
 
 def capacity_assignment(model_a, o, pool_examples, seed: int, workdir: str, extra: dict) -> np.ndarray:
     """Pass rates of stage A on the pool (cached in <workdir>/capacity.npz so a resumed run reuses them) -> the
     rows that get the latent format (rate <= tau)."""
-    path = os.path.join(workdir, "capacity.npz")
-    if os.path.exists(path):
-        correct = np.load(path)["correct"]
+    from shared import fs   # a workdir may be remote (gs://), as any run's
+
+    path = fs.join(workdir, "capacity.npz")
+    if fs.exists(path):
+        correct = np.load(io.BytesIO(fs.read_bytes(path)))["correct"]
     else:
         t0 = time.time()
         correct = capacity_correct(model_a, pool_examples, n=int(o.capacity_samples),
                                    temperature=float(o.capacity_temperature), seed=seed, batch=int(o.eval_batch))
-        os.makedirs(workdir, exist_ok=True)
-        np.savez(path, correct=correct)
+        buffer = io.BytesIO()
+        np.savez(buffer, correct=correct)
+        fs.write_bytes(path, buffer.getvalue())
         print(f"[gap] capacity pass: {len(correct)} queries x {correct.shape[1]} samples in {time.time() - t0:.0f}s",
               flush=True)
     tau = float(o.tau)
