@@ -216,8 +216,10 @@ ENTRIES = [
               "seeds; ~125 GPU-min of work, 4 H100s"),
     dict(name="clipo_spec", config="experiments/clipo/tinygsm_sym_table.py:spec",
          results="projects/clipo/results/spec_table", parallel=16, est_gpu_min=160, est_wall_min=40, state="ready",
+         stages_at_once=1,
          note="4 arms x 5 seeds from a shared SFT stage per seed, 300 steps of 64 x 16, 2,000 problems per eval "
-              "set; ~7-8 min a point alone (0.8 s/step scaled from the 60-step table's 0.13 s + evaluation), 4 H100s"),
+              "set; ~7-8 min a point alone (0.8 s/step scaled from the 60-step table's 0.13 s + evaluation), 4 H100s. "
+              "A seed's stage at a time (stages_at_once=1), so a short lease of one GPU ends with whole seeds"),
     dict(name="siamesenorm_spec", config="experiments/siamesenorm/lr_stability.py:spec",
          results="projects/siamesenorm/results/lr_stability_spec", parallel=8, est_gpu_min=220, est_wall_min=55,
          state="ready",
