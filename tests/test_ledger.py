@@ -228,3 +228,19 @@ def test_a_claim_reads_its_table_once_the_manifest_is_committed(tmp_path):
     (tmp_path / "t" / "manifest.json").write_text("{}")
     after = make()
     assert after.results == "t" and after.not_run == "" and after.a is a and after.paired is True
+
+
+def test_a_claim_reads_the_first_committed_of_several_tables_and_keeps_its_arms_until_then(tmp_path):
+    """results=[full, min]: the full table once committed, else the smaller one; with neither, "not run yet" with
+    the arms kept (the ledger row shows what it will compare, and a test can check a table runs those arms)."""
+    from shared.stats.claims import Arm, Claim
+
+    a, b = Arm({"arm": "x"}, "v", "x"), Arm({"arm": "y"}, "v", "y")
+    make = lambda: Claim.once_run("c", "x above y", results=["full", "min"], a=a, b=b, direction="greater",  # noqa
+                                  paired=True, not_run="`python -m shared.sweep ...:min`", root=str(tmp_path))
+    none = make()
+    assert none.results is None and none.a is a and none.b is b and none.not_run.endswith(":min`")
+    for folder in ("min", "full"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "manifest.json").write_text("{}")
+        assert make().results == folder and make().not_run == ""

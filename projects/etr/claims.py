@@ -15,7 +15,6 @@ command that makes the table. Criteria 1, 2 and 5 read only GRPO and ETR-full, s
 """
 import os
 
-
 from shared.stats.claims import Arm, Claim, Level
 
 TABLES = {"countdown": ("projects/etr/results/countdown", "experiments/etr/countdown_table.py", 8),
@@ -25,7 +24,6 @@ NAMES = {"grpo": "GRPO", "clip_higher": "Clip-higher", "eps_matched": "ε-matche
 ENTROPY, HARD, ID = "etr/entropy_last", "etr/hard_avg@8", "etr/id_avg@8"
 HARD_FLOOR = Level(0.0, 0.01, "floor", column=HARD)
 MIN_CRITERIA = ("1", "2", "5")     # the criteria whose arms (grpo, etr_full) the :min table runs
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def arm(name: str, value: str) -> Arm:
@@ -35,14 +33,15 @@ def arm(name: str, value: str) -> Arm:
 def claim(task: str, cid: str, text: str, a, b, direction: str, margin: float = 0.0, levels=(), paper="",
           note="") -> Claim:
     folder, config, parallel = TABLES[task]
-    committed = os.path.isfile(os.path.join(REPO_ROOT, folder, "manifest.json"))
-    if cid.split(" ")[0] in MIN_CRITERIA and not committed:
-        folder, config = folder + "_min", config + ":min"
-    return Claim.once_run(f"{task} {cid}", text, results=folder, a=a, b=b, direction=direction, margin=margin,
+    folders = [folder]
+    if cid.split(" ")[0] in MIN_CRITERIA:   # the full table once committed, else the :min one
+        folders.append(folder + "_min")
+        config += ":min"
+    return Claim.once_run(f"{task} {cid}", text, results=folders, a=a, b=b, direction=direction, margin=margin,
                           paired=True, levels=levels, paper=paper, note=note,
                           not_run=f"`python -m shared.sweep --config={config} --workdir=runs/etr/"
-                                  f"{os.path.basename(folder)} --parallel={parallel}` (then commit its results to "
-                                  f"{folder})")
+                                  f"{os.path.basename(folders[-1])} --parallel={parallel}` (then commit its results "
+                                  f"to {folders[-1]})")
 
 
 def task_claims(task: str) -> list[Claim]:

@@ -14,7 +14,6 @@ A claim reads its table once the folder holds a committed manifest; until then i
 2 read only raw sum, RFN only and RFN + Tri-Factor, so they read the ":min" table (results/table_min: those three
 arms) while the full table is not committed.
 """
-import os
 
 from shared.stats.claims import Arm, Claim
 
@@ -26,7 +25,6 @@ MIN_COMMAND = ("`python -m shared.sweep --config=experiments/medical_multiobject
                "--workdir=runs/medical_multiobjective/table_min --parallel=8 --stages_at_once=1` (then commit its "
                "results to " + MIN_RESULTS + ")")
 MIN_CRITERIA = ("1", "2")     # the criteria whose arms (raw_sum, rfn, rfn_tri) the :min table runs
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAMES = {"raw_sum": "raw sum", "zscore": "per-batch z-norm", "rfn": "RFN only", "rfn_tri": "RFN + Tri-Factor",
          "tri_no_weakness": "Tri-Factor − weakness", "tri_no_risk": "Tri-Factor − risk",
          "tri_no_redundancy": "Tri-Factor − redundancy", "nts": "normalise-then-sum"}
@@ -38,9 +36,9 @@ def arm(name: str, value: str) -> Arm:
 
 
 def claim(cid, text, a, b, direction, margin=0.0, paper="", note="") -> Claim:
-    results, command = RESULTS, COMMAND
-    if cid.split(" ")[0] in MIN_CRITERIA and not os.path.isfile(os.path.join(REPO_ROOT, RESULTS, "manifest.json")):
-        results, command = MIN_RESULTS, MIN_COMMAND
+    results, command = [RESULTS], COMMAND
+    if cid.split(" ")[0] in MIN_CRITERIA:   # the full table once committed, else the :min one
+        results, command = [RESULTS, MIN_RESULTS], MIN_COMMAND
     return Claim.once_run(cid, text, results=results, a=a, b=b, direction=direction, margin=margin, paired=True,
                           paper=paper, note=note, not_run=command)
 

@@ -55,7 +55,7 @@ import json
 import math
 import os
 import re
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -200,12 +200,16 @@ class Claim:
             object.__setattr__(self, "levels", tuple(self.levels))
 
     @classmethod
-    def once_run(cls, id: str, text: str, *, results: str, not_run: str, root: str = REPO_ROOT, **fields) -> "Claim":
-        """The claim on `results` once that folder holds a committed manifest.json; until then "not run yet" with
-        `not_run` (the command that makes the table), keeping only its paper and note."""
-        if os.path.isfile(os.path.join(root, results, "manifest.json")):
-            return cls(id, text, results=results, **fields)
-        return cls(id, text, paper=fields.get("paper", ""), note=fields.get("note", ""), not_run=not_run)
+    def once_run(cls, id: str, text: str, *, results: str | Sequence[str], not_run: str, root: str = REPO_ROOT,
+                 **fields) -> "Claim":
+        """The claim on `results` once that folder holds a committed manifest.json (several folders: the first
+        that does, e.g. the full table, else a smaller table of the same arms); until then "not run yet" with
+        `not_run` (the command that makes the table), its arms and levels kept for the ledger's row."""
+        folders = [results] if isinstance(results, str) else list(results)
+        for folder in folders:
+            if os.path.isfile(os.path.join(root, folder, "manifest.json")):
+                return cls(id, text, results=folder, **fields)
+        return cls(id, text, not_run=not_run, **fields)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

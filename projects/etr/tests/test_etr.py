@@ -96,23 +96,17 @@ def test_smoke_pilot_run_and_the_eps_matched_replay_of_its_log(tmp_path):
 
 
 @pytest.mark.parametrize("table", ["experiments.etr.countdown_table", "experiments.etr.cot_table"])
-def test_the_min_tables_run_exactly_the_arms_their_claims_read(table, monkeypatch):
+def test_the_min_tables_run_exactly_the_arms_their_claims_read(table):
     """:min decides criteria 1, 2 and 5 early: the arms those claims read are exactly its arms, it has no pilot
     stages, and the claims name the :min command while the full table is not committed."""
     import importlib
-    from types import SimpleNamespace
 
     from projects.etr import claims
-    from shared.stats.claims import Claim
 
-    def once_run(cls, cid, text, *, a, b, not_run, **fields):   # keep the arms a not-run claim drops
-        arms = {t.where["arm"] for side in (a, b) if hasattr(side, "terms") for _, t in side.terms()}
-        return SimpleNamespace(id=cid, arms=arms, not_run=not_run)
-
-    monkeypatch.setattr(Claim, "once_run", classmethod(once_run))
     task = "countdown" if "countdown" in table else "cot"
-    recorded = [c for c in claims.task_claims(task) if c.id.split(" ")[1] in claims.MIN_CRITERIA]
+    decided = [c for c in claims.task_claims(task) if c.id.split(" ")[1] in claims.MIN_CRITERIA]
+    read = {t.where["arm"] for c in decided for side in (c.a, c.b) if hasattr(side, "terms") for _, t in side.terms()}
     sweep = importlib.import_module(table).get_sweep("min")
-    assert {p["arm"] for p in sweep["points"]} == set().union(*(c.arms for c in recorded)) == {"grpo", "etr_full"}
+    assert {p["arm"] for p in sweep["points"]} == read == {"grpo", "etr_full"}
     assert not any(s["name"].startswith("pilot") for s in sweep["stages"])
-    assert all(f"{task}_table.py:min" in c.not_run for c in recorded)
+    assert all(f"{task}_table.py:min" in c.not_run for c in decided)
