@@ -16,6 +16,7 @@ import shlex
 import subprocess
 import sys
 import socket
+import statistics
 import threading
 import time
 from collections import Counter, deque
@@ -363,9 +364,7 @@ def seconds_still_needed(point: Point, point_dir: str, durations: Mapping[str, l
     known = durations.get(kind) or ([] if kind == "stage" else durations.get("point"))
     if not known:
         return None
-    known = sorted(known)
-    median = known[len(known) // 2] if len(known) % 2 else (known[len(known) // 2 - 1] + known[len(known) // 2]) / 2
-    return max(0.0, median - _seconds_run(point_dir))
+    return max(0.0, statistics.median(known) - _seconds_run(point_dir))
 
 
 # -- the sweep --------------------------------------------------------------------------------------------
