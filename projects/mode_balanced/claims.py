@@ -3,7 +3,8 @@
 results/ledger.json.
 
 Every claim reads experiments/mode_balanced/table.py (default: outcome GRPO with a format gate), committed under
-results/table/ once run; until then each is "not run yet". Every arm of a seed starts from that seed's teacher warm
+results/table/ once run; claims 1-3 read the :min table (results/min: their arms only) while that one is not
+committed; until then each is "not run yet". Every arm of a seed starts from that seed's teacher warm
 start, so differences are paired by seed. Claim 2 says "some lambda in (0, 1)": it is tested at lambda = 0.1, chosen
 before any run (the middle of the spec's grid); picking the best lambda after the run would need a correction for
 the four candidates. "Keeps >= 70% of the RL gain on the head slice" is linear in the arms:
@@ -11,7 +12,8 @@ lam0.1 - sft >= 0.7 (lam0 - sft), i.e. lam0.1 - 0.7 lam0 - 0.3 sft > 0.
 """
 from shared.stats.claims import Arm, Claim
 
-RESULTS = None        # "projects/mode_balanced/results/table" once committed (then drop not_run)
+RESULTS = "projects/mode_balanced/results/table"
+MIN_RESULTS = "projects/mode_balanced/results/min"     # claims 1-3 read it while the full table is not committed
 TABLE = ("`python -m shared.sweep --config=experiments/mode_balanced/table.py --workdir=runs/mode_balanced/table "
          "--parallel=8` (one H100 or more; see README.md \"Cost\")")
 # claims 1-3 read only sft, lam0, lam0.1, lam1: the :min table runs just those (campaign row mode_balanced_min)
@@ -27,9 +29,9 @@ def arm(name: str, value: str) -> Arm:
 
 
 def claim(cid, text, a, b, direction, margin=0.0, paper="", note="", arms=""):
-    table = TABLE if cid.startswith("4") else MIN_TABLE
-    return Claim(cid, text, results=RESULTS, a=a, b=b, direction=direction, margin=margin, paired=True, paper=paper,
-                 note=note, not_run=f"arms {arms} of {table}")
+    results, table = ([RESULTS], TABLE) if cid.startswith("4") else ([RESULTS, MIN_RESULTS], MIN_TABLE)
+    return Claim.once_run(cid, text, results=results, a=a, b=b, direction=direction, margin=margin, paired=True,
+                          paper=paper, note=note, not_run=f"arms {arms} of {table}")
 
 
 CLAIMS = [
