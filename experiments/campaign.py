@@ -124,12 +124,14 @@ ENTRIES = [
               "5x the traces did not help, so the model limits the lookup; mini_recall_spec is the next setup "
               "(seeds 1-2 here only if a ledger interval is wanted)"),
     dict(name="march_mini_recall_spec", config="experiments/march/table.py:mini_recall_spec",
-         results="projects/march/results/mini_recall_spec", parallel=6, est_gpu_min=60, est_wall_min=60,
-         state="ready", stages_at_once=1,
-         note="mini_recall with the spec's 8 x 512 model (D.2) in the warm start (6,000 steps, lr 1e-3) and the RL "
-              "points (B = 32, 100 steps). Estimate: ~15-20 min a warm start alone on one H200 (8x the mini "
-              "model's FLOPs a token at the mini model's 7% MFU), one seed a 27-minute lease. Check "
-              "eval/halluc_rate_before (sft arm) in 0.3-0.5 and rl/role/solver/reward_mean above -0.95 first"),
+         results="projects/march/results/mini_recall_spec", parallel=6, est_gpu_min=25, est_wall_min=25,
+         state="ready", stages_at_once=3,
+         note="mini_recall with the spec's 8 x 512 model (D.2) in the warm start (3,000 steps, lr 1e-3) and the RL "
+              "points (B = 32, 100 steps). Measured 2026-11-29 (one H200, 6,000-step stages then): 0.13 s/step "
+              "alone, 0.33 s/step beside gap_p0; seed 0 reached step 4,790 in three calls and was lost with the "
+              "lease (a stage's checkpoint does not come back). Now 3,000 steps and all three seeds' stages at once: "
+              "run it alone in a fresh lease, last call with --finish_in_budget. Check eval/halluc_rate_before (sft "
+              "arm) in 0.3-0.5 and rl/role/solver/reward_mean above -0.95 first"),
     dict(name="openrs_e3_min", config="experiments/openrs/e3_brpo_writing.py:min",
          results="projects/openrs/results/e3_min", parallel=6, est_gpu_min=9, est_wall_min=9, measured=True,
          state="ready", note="holistic vs rubric_pvr x 3 seeds (1 H200, 2026-11-28: 8 min in one 540 s call): "

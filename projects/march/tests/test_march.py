@@ -331,7 +331,7 @@ def test_a_tables_world_reaches_its_warm_start_its_rl_prompts_and_its_evaluation
     if variant.startswith("mini_recall"):
         assert stage["name_first"] and not stage["derived"]
         steps = {s.overrides["train.steps"] for s in sweep.stages}
-        assert steps == {{"mini_recall": 3000, "mini_recall_spec": 6000}.get(variant, 10000)}
+        assert steps == {{"mini_recall": 3000, "mini_recall_spec": 3000}.get(variant, 10000)}
         n_train = {s.overrides.get("data.n_train") for s in sweep.stages}
         assert n_train == {320000 if variant == "mini_recall_fresh" else None}
         assert nf.numfacts("test", 1, seed=0, **stage)[0]["world"]["name_first"]
