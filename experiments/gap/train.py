@@ -66,6 +66,7 @@ def get_config(arg=None):
         c.model = gap_model_config("tiny").model
         c.mesh.preset = "cpu_1"
         o.capacity_pool, o.n_pca, o.n_test, o.n_ood, o.eval_batch, o.n_norm, o.n_ema = 128, 64, 64, 32, 64, 32, 64
+        o.prefetch_workers = 0   # batches of 16-32 rows: a worker's start-up (~2 s) would outlast the run
         c.train.steps, c.train.batch_size = (40, 32) if name == "a" else (8, 16)
         c.optim.warmup_steps = 5
         c.train.log_every = c.train.checkpoint_every = c.train.steps

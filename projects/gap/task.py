@@ -28,6 +28,7 @@ import numpy as np
 from flax import nnx
 
 from projects.gap import gridops, layout
+from projects.gap.prefetch import prefetched, usable_cpus
 from projects.gap.generate import MAX_NEW, _greedy, generate
 from projects.gap.model import GapModel, gap_loss, gap_model_config, pca_of_images
 from shared.data.difficulty import assign_by_capacity, split_summary
@@ -58,7 +59,11 @@ def gap_options() -> ml_collections.ConfigDict:
         capacity_pool=50000, capacity_samples=8, capacity_temperature=1.0,   # spec 4.4: 50k queries, n = 8, T = 1
         n_pca=2048, pca_explained=0.95,   # PCA fit set: aux images of this many pool queries (x 9 tokens)
         n_test=2048, n_ood=1024, eval_batch=256, eval_seed=1000, n_norm=256, probes=True,
-        ema_beta=0.99, n_ema=2048))
+        ema_beta=0.99, n_ema=2048,
+        # train batches built ahead in this many spawned processes (prefetch.py; the stream is the same), at most
+        # the CPUs this process may use at run time (a constant here: config.json stays the same on any host);
+        # 0 = serial in the training process
+        prefetch_workers=8))
 
 
 def check_options(o) -> None:
@@ -78,6 +83,8 @@ def check_options(o) -> None:
     for key in ("capacity_pool", "capacity_samples", "n_pca", "n_test", "n_ood", "eval_batch", "n_norm", "n_ema"):
         if int(o[key]) < 1:
             raise ValueError(f"gap.{key}={o[key]}: must be >= 1")
+    if int(o.get("prefetch_workers", 0)) < 0:
+        raise ValueError(f"gap.prefetch_workers={o.prefetch_workers}: must be >= 0 (0 = batches built serially)")
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -97,46 +104,66 @@ def response_format(o, has_latent: bool) -> str:
     return "latent_parser" if o.parser == "on" else "latent"
 
 
-def stack_rows(examples, variants, k: int) -> dict:
-    """gridops.make_batch with a variant per row."""
+def stack_rows(examples, variants, k: int, aux: bool = True) -> dict:
+    """gridops.make_batch with a variant per row; aux False leaves out aux_image (not rendered)."""
     rows = [gridops.encode(e, v, k) for e, v in zip(examples, variants)]
     batch = {key: np.stack([r[key] for r in rows]) for key in rows[0]}
     batch["image"] = np.stack([e.image() for e in examples])
-    batch["aux_image"] = np.stack([e.aux_image() for e in examples])
+    if aux:
+        batch["aux_image"] = np.stack([e.aux_image() for e in examples])
     batch["m"] = np.array([e.m for e in examples], np.int32)
     return batch
+
+
+def needs_aux(o) -> bool:
+    """Whether training reads batch["aux_image"]: gap_loss embeds it only as the latent loss's targets v*, so only
+    with a latent mode and a latent loss (never in stage A, nor in T0 / T1 / S0). When not, the train batches
+    leave the key out (the Trainer's step takes whatever keys the batch has) and skip its render."""
+    return o.mode != "none" and o.loss != "none"
 
 
 class StageAData:
     """Step s's batch = train examples s*B .. s*B+B-1 (a function of seed and step only, so resuming at step s
     gives the same stream); each is a caption (kind read, m = 0) with probability caption_frac, else a cell /
-    rowsum question with m in 0..4."""
+    rowsum question with m in 0..4. batch_at(step) is that pure function; the object holds plain values and the
+    glyph pools only, so it pickles (prefetch.py sends it to its worker processes once)."""
 
     def __init__(self, o, pools, seed: int, batch_size: int):
-        self.o, self.pools, self.seed, self.batch = o, pools, int(seed), int(batch_size)
+        self.caption_frac, self.k, self.aux = float(o.caption_frac), int(o.k), needs_aux(o)
+        self.pools, self.seed, self.batch = pools, int(seed), int(batch_size)
         self.step = 0
 
     def example(self, i: int):
-        caption = np.random.default_rng([self.seed, 77, i]).random() < float(self.o.caption_frac)
+        caption = np.random.default_rng([self.seed, 77, i]).random() < self.caption_frac
         if caption:
             return gridops.make_example(self.pools, "train", i, self.seed, m_range=(0, 0), kinds=("read",))
         return gridops.make_example(self.pools, "train", i, self.seed)
+
+    def rows(self, examples, variants) -> dict:
+        batch = stack_rows(examples, variants, self.k, aux=self.aux)
+        return {key: batch[key] for key in BATCH_KEYS if key in batch}
+
+    def batch_at(self, step: int) -> dict:
+        start = int(step) * self.batch
+        examples = [self.example(i) for i in range(start, start + self.batch)]
+        return self.rows(examples, ["direct"] * len(examples))
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        start = self.step * self.batch
-        examples = [self.example(i) for i in range(start, start + self.batch)]
+        batch = self.batch_at(self.step)
         self.step += 1
-        batch = stack_rows(examples, ["direct"] * len(examples), int(self.o.k))
-        return {key: batch[key] for key in BATCH_KEYS}
+        return batch
 
     def get_state(self):
         return {"step": self.step}
 
     def set_state(self, state):
         self.step = int(state["step"])
+
+    def close(self):
+        """Nothing to release (prefetch.Prefetched, the other train iterator, stops its workers here)."""
 
 
 class StageBData(StageAData):
@@ -146,6 +173,7 @@ class StageBData(StageAData):
     def __init__(self, o, pools, seed: int, batch_size: int, assigned: np.ndarray):
         super().__init__(o, pools, seed, batch_size)
         self.assigned = np.asarray(assigned, bool)
+        self.formats = (response_format(o, False), response_format(o, True))   # plain strings (picklable)
 
     def _order(self, epoch: int) -> np.ndarray:
         if getattr(self, "_epoch", None) != epoch:    # one permutation per epoch (50k: too slow to redo per row)
@@ -158,13 +186,16 @@ class StageBData(StageAData):
         n = len(self.assigned)
         return [int(self._order(j // n)[j % n]) for j in range(step * self.batch, (step + 1) * self.batch)]
 
-    def __next__(self):
-        idx = self.indices(self.step)
-        self.step += 1
+    def batch_at(self, step: int) -> dict:
+        idx = self.indices(int(step))
         examples = [gridops.make_example(self.pools, "train", i, self.seed) for i in idx]
-        variants = [response_format(self.o, bool(self.assigned[i])) for i in idx]
-        batch = stack_rows(examples, variants, int(self.o.k))
-        return {key: batch[key] for key in BATCH_KEYS}
+        return self.rows(examples, [self.formats[int(self.assigned[i])] for i in idx])
+
+
+def train_data(data, o):
+    """The train iterator over `data` (StageAData / StageBData): batches built ahead in gap.prefetch_workers
+    spawned processes (at most the CPUs this process may use), or `data` itself when that is 0."""
+    return prefetched(data, min(int(o.get("prefetch_workers", 0)), usable_cpus()))
 
 
 def pools_of(o):
@@ -443,7 +474,7 @@ def build_stage(config, workdir: str):
     seed = int(config.seed)
     if o.stage == "a":
         build = lambda c, s: GapModel(model_cfg(o, False), rngs=nnx.Rngs(params=s))
-        train_iter = StageAData(o, pools, seed, int(config.train.batch_size))
+        train_iter = train_data(StageAData(o, pools, seed, int(config.train.batch_size)), o)
         return Trainer(config, workdir, loss_fn=loss_fn_for(o), build_model_fn=build), train_iter, None, {}
     if not config.train.init_from:
         raise ValueError("gap.stage='b' needs train.init_from=run:<stage A workdir>")
@@ -468,7 +499,7 @@ def build_stage(config, workdir: str):
         return {key: jax.tree.map(lambda x, a: jax.device_put(x, a.sharding), params_a[key], abstract[key])
                 for key in params_a}
 
-    train_iter = StageBData(o, pools, seed, int(config.train.batch_size), assigned)
+    train_iter = train_data(StageBData(o, pools, seed, int(config.train.batch_size), assigned), o)
     trainer = Trainer(config, workdir, loss_fn=loss_fn_for(o), build_model_fn=build, init_params=init_params)
     return trainer, train_iter, fit, extra
 
@@ -493,7 +524,10 @@ def run(config, workdir: str) -> dict:
     trainer, train_iter, fit, extra = build_stage(config, workdir)
     if o.stage == "a":
         extra.update(init_norms(trainer, o, pools_of(o), workdir))
-    summary = trainer.fit(train_iter)
+    try:
+        summary = trainer.fit(train_iter)
+    finally:
+        train_iter.close()   # stops the prefetch workers
     trainer.close()
     model = trainer.model()
     print(f"[gap] stage {o.stage}: trained {summary['steps']} steps; evaluating", flush=True)
