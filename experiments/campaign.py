@@ -181,11 +181,18 @@ ENTRIES = [
               "once (5 points ran out of GPU memory) + 3 min at 5: quality reproduced, hack rate at the floor, the "
               "rubric biased on every criterion hacks (NOTE 0.97)"),
     dict(name="gap_p0", config="experiments/gap/table.py:p0", results="projects/gap/results/p0", parallel=6,
-         est_gpu_min=25, est_wall_min=15, state="ready",
-         note="GAP's calibration (spec 4.9 P0): stage A x 2 seeds, then T0, B0 (+ its EMA row), G from each; spec "
-              "estimate, not measured (~3 min a stage A, 2-4 min a stage-B run on one H100; batches are drawn in "
-              "Python, ~60 ms a stage-A batch of 256 on the dev CPU). Carry .carry/data/images/mnist_5k. Check "
-              "stageA/eval/P >= 95 and stageA/eval/R in 30-70 (percent) first (spec 4.4); if R >= 90, add moves"),
+         est_gpu_min=27, est_wall_min=27, measured=True, state="ready",
+         note="GAP's calibration (spec 4.9 P0): stage A x 2 seeds, then T0, B0 (+ its EMA row), G from each. One "
+              "H200, 2026-11-29, three 9-minute calls beside march: stage A 4.5 min (0.095 s/step, host-bound), "
+              "stage-B points 4.5-11 min six at once. Stage A P 88 / 80, R 29 / 28 (short of P >= 95); r_vis 0.2: "
+              "claim N's premise inverts at this scale"),
+    dict(name="gap_table", config="experiments/gap/table.py", results="projects/gap/results/table", parallel=6,
+         est_gpu_min=50, est_wall_min=50, state="ready", stages_at_once=3,
+         note="The full table (claims E, G, I; N again on 3 seeds): stage A (8,000 steps, after P0) x 3 seeds, then "
+              "9 variants x 3 seeds. Estimate from P0's pace (~10 min a round of 6 stage-B points), before the "
+              "batch prefetch (gap.prefetch_workers) that should shorten the host-bound steps: two leases of one "
+              "H200, whole seeds' points committed per lease (a seed's stage A re-runs in the next lease). Carry "
+              ".carry/data/images/mnist_5k"),
     dict(name="evpv_prm_jlearn_long", config="experiments/evpv_prm/jlearn.py:long",
          results="projects/evpv_prm/results/jlearn_long", parallel=6, est_gpu_min=80, est_wall_min=40, state="ready",
          stages_at_once=2,
@@ -207,6 +214,13 @@ ENTRIES = [
          state="ready",
          note="S (21M), LR 4e-3, 7 rows (with 'neither') x 3 seeds; ~3 GPU-min a point from bench/RESULTS.md's "
               "25M-shape tok/s scaled by FLOPs (experiments/siamesenorm/_small.py); 4 H100s"),
+    dict(name="siamesenorm_spec_min", config="experiments/siamesenorm/lr_stability.py:spec_min",
+         results="projects/siamesenorm/results/lr_stability_spec_min", parallel=8, est_gpu_min=72, est_wall_min=72,
+         state="ready",
+         note="R1/R2 on the spec's own run matrix (5.3 P0 + HybridNorm): pre, post, siamese, hybridnorm x LR 2e-3, "
+              "8e-3 x 3 seeds (24 points, the same runs as siamesenorm_spec's cells of those LRs). ~3 GPU-min a "
+              "point by estimate (not measured on the S shape); measure the first lease's points/min on one H200 "
+              "at --parallel=8 and correct this row"),
     dict(name="siamesenorm_depth_spec", config="experiments/siamesenorm/depth.py:spec",
          results="projects/siamesenorm/results/depth_spec", parallel=8, est_gpu_min=90, est_wall_min=22,
          state="ready", note="R3: pre vs siamese on S (12 x 384) and D (28 x 256) at 2e-3, 4e-3 x 3 seeds; 4 H100s"),

@@ -53,7 +53,7 @@ LRS = (3e-3, 6e-3, 1.2e-2, 2.4e-2)
 BASELINE_LRS = (6e-3, 2.4e-2)
 
 
-SWEEP_VARIANTS = ("spec", "spec_smoke")  # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
+SWEEP_VARIANTS = ("spec", "spec_min", "spec_smoke")  # get_sweep variants beside "" and "smoke" (tests/test_experiments.py)
 VARIANTS = ("spec",)
 SPEC_CORE = {"pre": "prenorm", "post": "postnorm", "siamese": "siamesenorm/siamese",
              "hybridnorm": "siamesenorm/hybridnorm"}
@@ -63,7 +63,14 @@ SPEC_EXTRA_LRS = (2e-3, 8e-3)
 FILE = "experiments/siamesenorm/lr_stability.py"
 
 
+# spec_min: the spec's own run matrix (5.3 P0 + P1's HybridNorm) with 3 seeds: {pre, post, siamese, hybridnorm} x
+# {2e-3, 8e-3} = 24 points, a third of :spec; enough for R1 at both LRs and R2 (the highest LR against the other)
+SPEC_MIN_LRS = (2e-3, 8e-3)
+
+
 def get_config(arg=None):
+    if arg == "spec_min":
+        return spec_config(FILE, smoke=False)
     if arg in ("spec", "spec_smoke"):
         return spec_config(FILE, smoke=arg == "spec_smoke")
     return small_config(arg, FILE)
@@ -73,20 +80,27 @@ def point(short, block, lr, arg):
     return dict(name=f"{short}_lr{lr:g}", overrides={"model.block": block, "optim.lr": lr}, arg=arg)
 
 
-def spec_sweep(smoke: bool):
+def spec_sweep(smoke: bool, minimal: bool = False):
     arg = "spec_smoke" if smoke else "spec"
-    cells = ([(short, SPEC_CORE[short], 2e-3) for short in ("pre", "siamese")] if smoke else
-             [(short, block, lr) for short, block in SPEC_CORE.items() for lr in SPEC_LRS]
-             + [(short, block, lr) for short, block in SPEC_EXTRA.items() for lr in SPEC_EXTRA_LRS])
+    if smoke:
+        cells = [(short, SPEC_CORE[short], 2e-3) for short in ("pre", "siamese")]
+    elif minimal:
+        cells = [(short, block, lr) for short, block in SPEC_CORE.items() for lr in SPEC_MIN_LRS]
+    else:
+        cells = ([(short, block, lr) for short, block in SPEC_CORE.items() for lr in SPEC_LRS]
+                 + [(short, block, lr) for short, block in SPEC_EXTRA.items() for lr in SPEC_EXTRA_LRS])
     points = [dict(name=f"{short}_lr{lr:g}_s{seed}", arm=f"{short}_lr{lr:g}", arg=arg,
                    overrides={"model.block": block, "optim.lr": lr, "seed": seed})
               for short, block, lr in cells for seed in (SPEC_SEEDS[:2] if smoke else SPEC_SEEDS)]
-    return dict(name="lr_stability_spec", points=points, columns=SPEC_COLUMNS, group=["arm"],
+    return dict(name="lr_stability_spec_min" if minimal else "lr_stability_spec", points=points,
+                columns=SPEC_COLUMNS, group=["arm"],
                 plot=dict(kind="curves", metric="train/loss", x="step", label="name",
                           title="S (21M): train loss per block, learning rate and seed"))
 
 
 def get_sweep(arg=None):
+    if arg == "spec_min":
+        return spec_sweep(smoke=False, minimal=True)
     if arg in ("spec", "spec_smoke"):
         return spec_sweep(smoke=arg == "spec_smoke")
     if arg == "smoke":
