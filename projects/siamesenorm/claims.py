@@ -6,7 +6,7 @@ Every point trains from scratch (no shared warm start), so every interval is Wel
 L32 shapes of depth) give no interval: their claims are "not run yet" until seeded tables exist. † marks paper
 numbers known only from third-party notes (spec S9).
 """
-from shared.stats.claims import Arm, Claim
+from shared.stats.claims import Arm, Claim, Level
 
 R = "projects/siamesenorm/results"
 LOSS = "eval/loss"
@@ -17,6 +17,22 @@ def block(name: str, label: str, layers: int = 8) -> Arm:
 
 
 SIAMESE, PRE = block("siamesenorm/siamese", "siamese L8"), block("prenorm", "prenorm L8")
+
+SPEC_TABLES = [f"{R}/lr_stability_spec", f"{R}/lr_stability_spec_min"]
+SPEC_RUN = ("`python -m shared.sweep --config=experiments/siamesenorm/lr_stability.py:spec_min "
+            "--workdir=runs/siamesenorm_spec_min --parallel=8` (GPU, 24 points; campaign entry siamesenorm_spec_min)")
+
+
+def spec_arm(short: str, lr: float) -> Arm:
+    """A cell of the spec-design LR table (its points' arm is block x LR), read at the spec's final loss."""
+    return Arm({"arm": f"{short}_lr{lr:g}"}, "eval/loss_last3", f"{short} {lr:g}")
+
+
+def _spec(id, text, a, b, direction, margin, paper, note="", levels=()):
+    """A claim on the spec-design tables: independent runs, so Welch's interval."""
+    return Claim.once_run(id, text, results=SPEC_TABLES, not_run=SPEC_RUN, a=a, b=b, direction=direction,
+                          margin=margin, paired=False, paper=paper, note=note, levels=levels)
+
 SEEDED = "one seed per block at this LR (results/lr_stability); an interval needs seeds per LR"
 
 CLAIMS = [
@@ -56,6 +72,24 @@ CLAIMS = [
           "Pre-Norm's", paper="Siamese 10.48 at 2e-3 †",
           not_run="one seed per LR (results/lr_stability) and no spike count; needs seeds per LR and spike "
                   "counting"),
+    # The spec-design tables (S, 21M, 131M tokens; README "The re-run at the spec's design"): the full grid
+    # (results/lr_stability_spec) once committed, else the spec's run matrix with seeds (results/lr_stability_spec_min)
+    _spec("R1 spec (2e-3)", "On S at LR 2e-3, Siamese ends below Pre-Norm in final val loss (mean of the last 3 "
+          "evals) by more than 0.01 nat", spec_arm("siamese", 2e-3), spec_arm("pre", 2e-3), "less", -0.01,
+          paper="1.3B PPL 10.48 vs 10.89 at 2e-3 †"),
+    _spec("R1 spec (8e-3)", "On S at LR 8e-3, Siamese ends below Pre-Norm in final val loss by more than 0.01 nat",
+          spec_arm("siamese", 8e-3), spec_arm("pre", 8e-3), "less", -0.01, paper="spec 5.5 R1: at every LR where "
+          "Pre-Norm converges", note="inconclusive when Pre-Norm itself is unstable at 8e-3 in most seeds",
+          levels=(Level(1.0, 0.34, "ceiling", arm=Arm({"arm": "pre_lr0.008"}, "eval/unstable", "pre 0.008 unstable")),)),
+    _spec("R2 spec (Post-Norm)", "On S, Post-Norm at the highest LR (8e-3) ends >= 0.1 nat worse than at 2e-3",
+          spec_arm("post", 8e-3), spec_arm("post", 2e-3), "greater", 0.1, paper="Post-Norm diverges at 1e-3 and "
+          "2e-3 †"),
+    _spec("R2 spec (HybridNorm)", "On S, HybridNorm at 8e-3 ends >= 0.1 nat worse than at 2e-3",
+          spec_arm("hybridnorm", 8e-3), spec_arm("hybridnorm", 2e-3), "greater", 0.1,
+          paper="HybridNorm diverges at 1e-3 and 2e-3 †"),
+    _spec("R2 spec (Siamese)", "On S, Siamese at 8e-3 ends less than 0.1 nat worse than at 2e-3 (it stays stable)",
+          spec_arm("siamese", 8e-3), spec_arm("siamese", 2e-3), "less", 0.1, paper="Siamese 10.48 at 2e-3 †",
+          note="the spike counts and grad norms of R2 are in the table's train/spikes and train/grad_norm columns"),
     Claim("R3", "The (Pre − Siamese) loss gap grows with depth at fixed params", paper="gap 1.32 / 2.04 PPL at "
           "L = 10 / 80 †",
           not_run="one seed at L4 and L32 (results/depth); needs seeds per shape: `experiments/siamesenorm/depth.py` "
