@@ -230,6 +230,12 @@ ENTRIES = [
          note="theta0 stages (MDM 20k x 256 rows: check acc/theta0 of theta0_t1_mdm first), V3: 7 methods incl. "
               "standard_2x, multisample2 x T1, T2 x 10 SFT seeds; V1/V2: 6 methods x 5 (T1) / 3 (T2) measurement "
               "seeds; ~125 GPU-min of work, 4 H100s"),
+    dict(name="clipo_spec_min", config="experiments/clipo/tinygsm_sym_table.py:spec_min",
+         results="projects/clipo/results/spec_min", parallel=10, est_gpu_min=80, est_wall_min=80, state="ready",
+         stages_at_once=1,
+         note="GRPO and CLIPO x 5 seeds from a shared SFT stage per seed (claims 1-4, paired by seed): clipo_spec's "
+              "runs of those two arms, half its cost by the same estimate (~7-8 min a point alone). A seed's stage at "
+              "a time, so a short lease ends with whole seeds"),
     dict(name="clipo_spec", config="experiments/clipo/tinygsm_sym_table.py:spec",
          results="projects/clipo/results/spec_table", parallel=16, est_gpu_min=160, est_wall_min=40, state="ready",
          stages_at_once=1,

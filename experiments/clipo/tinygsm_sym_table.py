@@ -56,7 +56,7 @@ SEEDS = (0, 1, 2)
 SPEC_ACTOR_STEPS = 300
 SPEC_HEAD_WARMUP = 20
 SPEC_SEEDS = (0, 1, 2, 3, 4)
-SWEEP_VARIANTS = ("spec", "spec_smoke")  # get_sweep variants beside "" and "smoke" (checked by tests/test_experiments.py)
+SWEEP_VARIANTS = ("spec", "spec_min", "spec_smoke")  # get_sweep variants beside "" and "smoke" (checked by tests/test_experiments.py)
 SPEC_BASE_STEPS = 1000  # experiments/base/tinygsm_sym.py's competence table: ID 0.668 at 1000 steps, 0.906 at 2000
 ARMS = {"grpo": "off", "clipo": "trained", "clipo_fixed": "fixed", "clipo_shuffled": "shuffled"}
 
@@ -66,7 +66,7 @@ def get_config(arg=None):
     from a stage's checkpoint via train.init_from); "base" / "base_smoke": that table's per-seed SFT stage."""
     if arg in ("base", "base_smoke"):
         return _base_stage(smoke=arg == "base_smoke")
-    if arg in ("spec", "spec_smoke"):
+    if arg in ("spec", "spec_min", "spec_smoke"):
         return _spec(get_config("smoke" if arg == "spec_smoke" else None), smoke=arg == "spec_smoke")
     c = base_config()
     c.task = "rl"
@@ -167,6 +167,8 @@ def _spec(c, smoke: bool):
 def get_sweep(arg=None):
     if arg in ("spec", "spec_smoke"):
         return _spec_sweep(smoke=arg == "spec_smoke")
+    if arg == "spec_min":   # GRPO and CLIPO only (claims 1-4 compare these two): half of :spec, the same runs
+        return _spec_sweep(smoke=False, arms=("grpo", "clipo"))
     smoke = arg == "smoke"
     actor, warmup = (2, 1) if smoke else (ACTOR_STEPS, HEAD_WARMUP)
     points = []
@@ -188,7 +190,7 @@ def get_sweep(arg=None):
     )
 
 
-def _spec_sweep(smoke: bool):
+def _spec_sweep(smoke: bool, arms=tuple(ARMS)):
     """Every arm of a seed starts from that seed's SFT stage; arms are labelled, so the ledger pairs them by seed."""
     suffix = "_smoke" if smoke else ""
     seeds = SPEC_SEEDS[:2] if smoke else SPEC_SEEDS
@@ -197,7 +199,7 @@ def _spec_sweep(smoke: bool):
     points = [dict(name=f"{arm}_s{seed}", arg="spec" + suffix, arm=arm,
                    overrides={"clipo.mode": mode, "train.steps": actor if mode == "off" else actor + warmup,
                               "seed": seed, "train.init_from": f"run:{{stage:sft_s{seed}}}"})
-              for arm, mode in ARMS.items() for seed in seeds]
+              for arm, mode in ARMS.items() if arm in arms for seed in seeds]
     table = get_sweep("smoke" if smoke else None)
-    return dict(name="tinygsm_sym_spec_table", stages=stages, points=points, group=["arm"],
+    return dict(name="tinygsm_sym_spec_table" if len(arms) == len(ARMS) else "tinygsm_sym_spec_min", stages=stages, points=points, group=["arm"],
                 columns=table["columns"], plot=dict(kind="curves", metric="rl/reward_mean", x="step"))

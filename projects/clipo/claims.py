@@ -1,14 +1,31 @@
 """The claims of the CLIPO ledger (criteria D.4), as data for `python -m shared.stats.ledger --project clipo`, which
 writes the README's ledger table and results/ledger.json.
 
-All rows come from results/tinygsm_sym_table (command [C1] of the README). Arms are `clipo.mode`: `off` = GRPO,
-`trained` = CLIPO, `fixed`, `shuffled`. Each point ran its own SFT warm start, so arms are not paired by seed:
-every interval is Welch's. Accuracies are fractions, so D.4's "1 point" is 0.01. Sym and P2 greedy accuracy sit
+The rows come from the first committed of: results/spec_table (the D.3-scale re-run, 4 arms x 5 seeds from a
+shared SFT stage per seed: paired by seed), results/spec_min (its GRPO and CLIPO arms only, for claims 1-4), and
+the legacy results/tinygsm_sym_table (command [C1] of the README; each point ran its own SFT warm start, so its
+intervals are Welch's). Arms are `clipo.mode`: `off` = GRPO, `trained` = CLIPO, `fixed`, `shuffled`. Accuracies are fractions, so D.4's "1 point" is 0.01. Sym and P2 greedy accuracy sit
 at the floor (0) in every arm: claims that average over them or read P2 are inconclusive while they do.
 """
-from shared.stats.claims import Arm, Claim, Level
+import os
 
-R = "projects/clipo/results/tinygsm_sym_table"
+from shared.stats.claims import REPO_ROOT, Arm, Claim, Level
+
+SPEC, SPEC_MIN, LEGACY = (f"projects/clipo/results/{t}" for t in ("spec_table", "spec_min", "tinygsm_sym_table"))
+
+
+def first_committed(*folders: str) -> str:
+    """The first folder holding a manifest.json (shared.sweep wrote it); the legacy table always does."""
+    return next(f for f in folders if os.path.isfile(os.path.join(REPO_ROOT, f, "manifest.json")))
+
+
+R = first_committed(SPEC, SPEC_MIN, LEGACY)           # claims 1-4: GRPO vs CLIPO
+R_ALL = first_committed(SPEC, LEGACY)                 # S1: the fixed / shuffled arms too
+
+
+def legacy_note(text: str, results: str = R) -> str:
+    """A note about the legacy table's rows (its per-point warm starts, its floor sets), kept only while it is read."""
+    return text if results == LEGACY else ""
 MODES = {"off": "GRPO", "trained": "CLIPO", "fixed": "CLIPO-fixed", "shuffled": "CLIPO-shuffled"}
 
 
@@ -23,7 +40,7 @@ NO_WEIGHTS = "no weights offline"
 
 def welch(cid, text, value, direction, margin=0.0, levels=(), a="trained", b="off", paper="", note=""):
     return Claim(cid, text, results=R, a=mode(a, value), b=mode(b, value), direction=direction, margin=margin,
-                 paired=False, levels=levels, paper=paper, note=note)
+                 paired=R != LEGACY, levels=levels, paper=paper, note=note)
 
 
 def p2_minus_id(name: str) -> Arm:
@@ -34,23 +51,24 @@ def recovers_less_than_half(name: str) -> Claim:
     # (X - GRPO) < 0.5 (CLIPO - GRPO)  <=>  X - (0.5 CLIPO + 0.5 GRPO) < 0
     value = "tgs/robust_greedy"
     return Claim(f"S1 ({MODES[name]})", f"{MODES[name]} recovers < ½ of CLIPO's gain in mean robust accuracy",
-                 results=R, a=mode(name, value), b=0.5 * mode("trained", value) + 0.5 * mode("off", value),
-                 direction="less", paired=False, levels=FLOOR_SETS,
+                 results=R_ALL, a=mode(name, value), b=0.5 * mode("trained", value) + 0.5 * mode("off", value),
+                 direction="less", paired=R_ALL != LEGACY, levels=FLOOR_SETS,
                  paper="CLIPO-fixed −0.77 (Track I) / −0.97 (Track II) below CLIPO (S)",
-                 note="CLIPO's own gain sits on floor sets (claim 1), so there is no gain to recover")
+                 note=legacy_note("CLIPO's own gain sits on floor sets (claim 1), so there is no gain to recover",
+                                  R_ALL))
 
 
 CLAIMS = [
     welch("1", "Mean greedy accuracy over {Sym, P1, P2, NoOp} improves by ≥ 1.0 point", "tgs/robust_greedy",
           "greater", 0.01, FLOOR_SETS, paper="+1.12 average over 8 sets (Track I, (S))",
-          note="the composite is three quarters floor sets"),
+          note=legacy_note("the composite is three quarters floor sets")),
     welch("1 (avg@8)", "The same, read as avg@8 over {Sym, P1, P2, NoOp}", "tgs/robust_avg@8", "greater", 0.01,
           FLOOR_SETS, paper="+1.12 average over 8 sets (Track I, (S))"),
     welch("2", "ID greedy accuracy within −0.5 points of GRPO or better", "tgs/id_greedy", "greater", -0.005,
           paper="not reported separately",
-          note="the warm starts already differ between arms (`tgs/id_greedy_before`)"),
+          note=legacy_note("the warm starts already differ between arms (`tgs/id_greedy_before`)")),
     Claim("3", "The gain on P2 exceeds the gain on ID: (P2 − ID) of CLIPO > (P2 − ID) of GRPO", results=R,
-          a=p2_minus_id("trained"), b=p2_minus_id("off"), direction="greater", paired=False, levels=P2_FLOOR,
+          a=p2_minus_id("trained"), b=p2_minus_id("off"), direction="greater", paired=R != LEGACY, levels=P2_FLOOR,
           paper="GSM8K-P2 +3.36 vs average +1.12 (S)"),
     welch("4 (ID PW-rate)", "PW-rate on ID is lower for CLIPO than GRPO", "tgs/id_pw_rate", "less",
           paper="not reported (our diagnostic)"),
