@@ -3,7 +3,8 @@ which writes the README's ledger table and results/ledger.json.
 
 Every point trains from scratch (no shared warm start), so every interval is Welch's. The metric is eval/loss
 (nats/byte at step 800; lower is better). Tables with one seed per configuration (lr_stability, ablation, the L4 and
-L32 shapes of depth) give no interval: their claims are "not run yet" until seeded tables exist. † marks paper
+L32 shapes of depth) give no interval: their claims are "not run yet" until seeded tables exist. The "spec" rows
+read the re-run at the spec's design (S, 21M; 3 seeds per cell) once its table is committed, at eval/loss_last3. † marks paper
 numbers known only from third-party notes (spec S9).
 """
 from shared.stats.claims import Arm, Claim, Level
@@ -28,10 +29,28 @@ def spec_arm(short: str, lr: float) -> Arm:
     return Arm({"arm": f"{short}_lr{lr:g}"}, "eval/loss_last3", f"{short} {lr:g}")
 
 
-def _spec(id, text, a, b, direction, margin, paper, note="", levels=()):
-    """A claim on the spec-design tables: independent runs, so Welch's interval."""
-    return Claim.once_run(id, text, results=SPEC_TABLES, not_run=SPEC_RUN, a=a, b=b, direction=direction,
+def _spec(id, text, a, b, direction, margin, paper, note="", levels=(), results=None, not_run=SPEC_RUN):
+    """A claim on the spec-design tables (default: the LR table): independent runs, so Welch's interval."""
+    return Claim.once_run(id, text, results=results or SPEC_TABLES, not_run=not_run, a=a, b=b, direction=direction,
                           margin=margin, paired=False, paper=paper, note=note, levels=levels)
+
+
+DEPTH_SPEC, ABLATION_SPEC = f"{R}/depth_spec", f"{R}/ablation_spec"
+DEPTH_RUN = ("`python -m shared.sweep --config=experiments/siamesenorm/depth.py:spec --workdir=runs/siamesenorm_depth_spec "
+             "--parallel=8` (GPU, 24 points; campaign entry siamesenorm_depth_spec)")
+ABLATION_RUN = ("`python -m shared.sweep --config=experiments/siamesenorm/ablation.py:spec "
+                "--workdir=runs/siamesenorm_ablation_spec --parallel=8` (GPU, 21 points; campaign entry "
+                "siamesenorm_ablation_spec)")
+
+
+def cell(arm: str) -> Arm:
+    """A row group of the depth / ablation spec tables (their points' arm), read at the spec's final loss."""
+    return Arm({"arm": arm}, "eval/loss_last3", arm)
+
+
+def depth_gap(shape: str, lr: float):
+    """Pre-Norm's final loss minus Siamese's on `shape` (S: 12 blocks, D: 28) at `lr`."""
+    return cell(f"pre_{shape}_lr{lr:g}") - cell(f"siamese_{shape}_lr{lr:g}")
 
 SEEDED = "one seed per block at this LR (results/lr_stability); an interval needs seeds per LR"
 
@@ -90,6 +109,23 @@ CLAIMS = [
     _spec("R2 spec (Siamese)", "On S, Siamese at 8e-3 ends less than 0.1 nat worse than at 2e-3 (it stays stable)",
           spec_arm("siamese", 8e-3), spec_arm("siamese", 2e-3), "less", 0.1, paper="Siamese 10.48 at 2e-3 †",
           note="the spike counts and grad norms of R2 are in the table's train/spikes and train/grad_norm columns"),
+    _spec("R3 spec (2e-3)", "At ~21M and LR 2e-3, the (Pre − Siamese) final-loss gap on D (28 blocks) exceeds that "
+          "on S (12 blocks)", depth_gap("D", 2e-3), depth_gap("S", 2e-3), "greater", 0.0,
+          paper="gap 1.32 / 2.04 PPL at L = 10 / 80 †", results=[DEPTH_SPEC], not_run=DEPTH_RUN),
+    _spec("R3 spec (4e-3)", "At ~21M and LR 4e-3, the (Pre − Siamese) final-loss gap on D exceeds that on S",
+          depth_gap("D", 4e-3), depth_gap("S", 4e-3), "greater", 0.0, paper="gap 1.32 / 2.04 PPL at L = 10 / 80 †",
+          results=[DEPTH_SPEC], not_run=DEPTH_RUN),
+    _spec("Ablation spec (input norm)", "On S at LR 4e-3, dropping input norm raises Siamese-hybrid's final loss",
+          cell("siamese_hybrid_no_input_norm"), cell("siamese_hybrid"), "greater", 0.0, paper="10.43 → 10.51 †",
+          results=[ABLATION_SPEC], not_run=ABLATION_RUN),
+    _spec("Ablation spec (depth scaling)", "On S at LR 4e-3, dropping depth scaling raises Siamese-hybrid's final "
+          "loss", cell("siamese_hybrid_no_depth_scaling"), cell("siamese_hybrid"), "greater", 0.0,
+          paper="10.43 → 10.68 †", results=[ABLATION_SPEC], not_run=ABLATION_RUN),
+    _spec("Ablation spec (HybridNorm)", "On S at LR 4e-3, HybridNorm with depth scaling ends below HybridNorm "
+          "without it", cell("hybridnorm_depth_scaling"), cell("hybridnorm"), "less", 0.0,
+          paper="diverges; 10.65 with depth scaling †", results=[ABLATION_SPEC], not_run=ABLATION_RUN,
+          note="whether the plain HybridNorm runs diverge or spike is in the table's eval/unstable and "
+               "train/spikes columns"),
     Claim("R3", "The (Pre − Siamese) loss gap grows with depth at fixed params", paper="gap 1.32 / 2.04 PPL at "
           "L = 10 / 80 †",
           not_run="one seed at L4 and L32 (results/depth); needs seeds per shape: `experiments/siamesenorm/depth.py` "
