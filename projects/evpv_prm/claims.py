@@ -103,6 +103,10 @@ JLEARN_LEARNED = (Level(0.5, 0.1, "chance", column="step/plain/macro_f1"),
                   Level(0.5, 0.1, "chance", column="step/evpv/macro_f1"))
 
 
+# The :long variant: the same judges with 30k SFT steps (the committed ones underfit).
+JLEARN_LONG = "projects/evpv_prm/results/jlearn_long"
+
+
 # The :pairs variant: the same stages with half of each judge's SFT examples (premise-misread step, clean twin) pairs.
 JLEARN_PAIRS = "projects/evpv_prm/results/jlearn_pairs"
 
@@ -147,3 +151,16 @@ CLAIMS.append(jlearn_claim(
     jlearn("bon/plain/gated/correctness_rate@8", "gated"), jlearn("bon/plain/ungated/correctness_rate@8", "ungated"),
     results=JLEARN_PAIRS, direction="greater", margin=0.02, paper="§4.4, §4.6 (ii)",
     note="ties: any tied best candidate correct (the released script's rule)"))
+CLAIMS.append(jlearn_claim(
+    "(i) J-learn F1, long SFT", "As (i) J-learn F1, with judges trained 30k SFT steps (`jlearn.py:long`)",
+    jlearn("step/evpv/macro_f1", "EVPV judge"), jlearn("step/plain/macro_f1", "plain judge"), results=JLEARN_LONG,
+    direction="greater", margin=0.03, paper="§4.4 J-learn, criterion §4.6 (i)"))
+CLAIMS.append(jlearn_claim(
+    "(i) J-learn recall, long SFT", "As (i) J-learn recall, with judges trained 30k SFT steps",
+    jlearn("step/evpv/premise_recall", "EVPV judge"), jlearn("step/plain/premise_recall", "plain judge"),
+    results=JLEARN_LONG, direction="greater", margin=0.0, paper="§4.4, §4.6 (i)"))
+CLAIMS.append(jlearn_claim(
+    "(ii) J-learn plain correctness_rate, long SFT", "As (ii) J-learn plain correctness_rate, with judges trained "
+    "30k SFT steps", jlearn("bon/plain/gated/correctness_rate@8", "gated"),
+    jlearn("bon/plain/ungated/correctness_rate@8", "ungated"), results=JLEARN_LONG, direction="greater", margin=0.02,
+    paper="§4.4, §4.6 (ii)", note="ties: any tied best candidate correct (the released script's rule)"))

@@ -13,6 +13,7 @@ from shared.stats.claims import Arm, Claim, Level
 MINI = "projects/march/results/mini"
 MINI_RECALL = "projects/march/results/mini_recall"
 MINI_RECALL_LONG = "projects/march/results/mini_recall_long"
+MINI_RECALL_SPEC = "projects/march/results/mini_recall_spec"   # the spec's 8 x 512 model (evaluated once committed)
 HALLUC, COVERAGE = "eval/halluc_rate", "eval/coverage"
 CONFIRM, ORACLE_CONFIRM = "rl/role/checker/confirm_rate", "rl/role/checker/oracle_confirm_rate"
 SOLVER_FLOOR = Level(1.0, 0.05, "floor", column=HALLUC)
@@ -29,8 +30,14 @@ def arm(name: str, value: str = HALLUC) -> Arm:
 
 
 def mini(cid, text, a, b, direction, levels=(SOLVER_FLOOR, NO_SIGNAL), paper="", note="", results=MINI):
-    return Claim(cid, text, results=results, a=a, b=b, direction=direction, paired=True, levels=levels, paper=paper,
-                 note=note)
+    """A claim on a committed table of the sft / march / symmetric arms; "not run yet" (with its command) until the
+    table's folder holds a manifest."""
+    variant = results.rsplit("/", 1)[-1]
+    return Claim.once_run(cid, text, results=results, a=a, b=b, direction=direction, paired=True, levels=levels,
+                          paper=paper, note=note,
+                          not_run=f"`python -m shared.sweep --config=experiments/march/table.py:{variant} "
+                                  f"--workdir=runs/march/{variant} --parallel=6` (one GPU; campaign entry "
+                                  f"march_{variant})")
 
 
 def variant_claims(label: str, table: str, results: str) -> list[Claim]:
@@ -67,6 +74,7 @@ CLAIMS = [
               "with no reduction to compare it is no test of the claim"),
     *variant_claims("recall", "mini_recall", MINI_RECALL),
     *variant_claims("recall long", "mini_recall_long", MINI_RECALL_LONG),
+    *variant_claims("recall spec", "mini_recall_spec", MINI_RECALL_SPEC),
     Claim("3", "MARCH closes ≥ 50% of the gap between SFT and the oracle-reward arm", paper="— (our upper-bound arm)",
           not_run=f"arms sft, march, oracle of {FULL}"),
     Claim("4 (Checker)", "Solver + Checker ≥ Solver-only on `eval/halluc_rate`", paper="ordering as reported (S)",
